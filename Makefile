@@ -1,0 +1,54 @@
+# One venv, pinned by requirements.lock; every target uses it.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install lint test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]'
+	touch $(STAMP)
+
+lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
+	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
+
+proto: install
+	$(BIN)/python -m vkprovider.plugins.grpc.generate
+
+lint: install
+	$(BIN)/ruff check vkprovider providers tests bench
+	$(BIN)/ruff format --check vkprovider providers tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: install cluster-build
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q
+
+test-unit: install
+	$(BIN)/python -m pytest -q -m "not cluster"
+
+cluster-build: install
+	$(BIN)/python -m vkprovider.devcluster build
+
+cluster-up: cluster-build
+	@$(BIN)/python -m vkprovider.devcluster up
+
+cluster-down: install
+	$(BIN)/python -m vkprovider.devcluster down
+
+demo: cluster-build
+	@$(BIN)/python -m vkprovider.sim.demo up
+
+demo-down: install
+	$(BIN)/python -m vkprovider.sim.demo down
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""vkprovider adapter: runpod."""

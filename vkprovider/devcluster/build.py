@@ -1,0 +1,195 @@
+"""Build the local control plane's binaries from the Go module proxy, once per machine.
+
+The binaries live outside the repository, under ``~/.cache/vkprovider/k8s/<version>/bin``.
+Each binary is built into a temporary name, smoke-tested with ``--version`` and only then
+renamed into place, so an interrupted build never leaves a half-built cache that looks whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.36.3"
+STAGING_VERSION = "v0.36.3"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.7.0"
+
+KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message names the step and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the built binaries go and where the throwaway Go modules are written."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> Toolchain:
+        base = os.environ.get("VKPROVIDER_CACHE") or str(Path.home() / ".cache" / "vkprovider")
+        return cls(Path(base) / "k8s" / KUBERNETES_VERSION)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def missing(self) -> list[str]:
+        return [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
+
+
+def _log(message: str) -> None:
+    print(f"[devcluster build] {message}", file=sys.stderr, flush=True)
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "the Go toolchain was not found on PATH; install Go >= 1.25 "
+            "(e.g. `apt-get install golang-go` or from the Go module proxy) and retry"
+        )
+    return go
+
+
+def _run(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
+    """Run a go command, streaming a heartbeat so a long build is visibly alive."""
+    _log(f"{what}: {' '.join(args)}")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        args,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(("go: downloading", "go: finding")):
+            continue
+        print(f"    {line.rstrip()}", file=sys.stderr, flush=True)
+    code = proc.wait()
+    elapsed = time.monotonic() - started
+    if code != 0:
+        tail = "".join(lines[-25:])
+        hint = ""
+        if "proxy" in tail or "dial tcp" in tail or "404 Not Found" in tail or "410 Gone" in tail:
+            hint = " (a module download was refused: check GOPROXY/network access to the Go module proxy)"
+        raise BuildError(f"{what} failed after {elapsed:.0f}s with exit code {code}{hint}:\n{tail}")
+    _log(f"{what}: done in {elapsed:.0f}s")
+    return "".join(lines)
+
+
+def _staging_replaces(go: str, workdir: Path) -> list[str]:
+    """Read k8s.io/kubernetes' own go.mod and pin each staging module to its published tag."""
+    out = _run(
+        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+        workdir,
+        "download k8s.io/kubernetes",
+        env={"GOFLAGS": "-mod=mod"},
+    )
+    gomod = Path(json.loads(out[out.index("{") :])["GoMod"]).read_text()
+    modules = re.findall(r"^\s*(k8s\.io/[\w.-]+) => \./staging/", gomod, flags=re.MULTILINE)
+    if not modules:
+        raise BuildError("could not find the staging replace lines in k8s.io/kubernetes' go.mod")
+    return [f"\t{module} => {module} {STAGING_VERSION}" for module in modules]
+
+
+def _write_module(path: Path, module: str, requires: list[str], replaces: list[str], imports: list[str]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    lines = [f"module {module}", "", "go 1.25", "", "require ("]
+    lines += [f"\t{r}" for r in requires]
+    lines.append(")")
+    if replaces:
+        lines += ["", "replace ("] + replaces + [")"]
+    (path / "go.mod").write_text("\n".join(lines) + "\n")
+    tools = ["//go:build tools", "", "package tools", "", "import ("]
+    tools += [f'\t_ "{imp}"' for imp in imports]
+    tools.append(")")
+    (path / "tools.go").write_text("\n".join(tools) + "\n")
+
+
+def _install(go: str, workdir: Path, package: str, target: Path) -> None:
+    """Build one binary to a temporary name, check it runs, then rename it into place."""
+    tmp = target.with_name(f".{target.name}.partial")
+    tmp.unlink(missing_ok=True)
+    _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), package], workdir, f"build {target.name}")
+    check = subprocess.run([str(tmp), "--version"], capture_output=True, text=True, timeout=60)
+    if check.returncode != 0 and target.name != "kwok":
+        raise BuildError(f"built {target.name} does not run: {check.stderr.strip()[:500]}")
+    os.replace(tmp, target)
+
+
+def build(toolchain: Toolchain | None = None) -> Toolchain:
+    """Build every missing binary; already-built ones are reused."""
+    toolchain = toolchain or Toolchain.default()
+    missing = toolchain.missing()
+    if not missing:
+        return toolchain
+    go = _go()
+    toolchain.bin_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    _log(f"building {', '.join(missing)} into {toolchain.bin_dir} (first build takes several minutes)")
+    env_flags = {"GOFLAGS": "-mod=mod"}
+
+    kube = [name for name in missing if name in KUBE_COMMANDS]
+    if kube:
+        workdir = toolchain.root / "src" / "kubernetes"
+        workdir.mkdir(parents=True, exist_ok=True)
+        replaces = _staging_replaces(go, workdir)
+        packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBE_COMMANDS]
+        _write_module(workdir, "vkprovider.local/kubernetes", [f"k8s.io/kubernetes {KUBERNETES_VERSION}"], replaces, packages)
+        _run([go, "mod", "tidy"], workdir, "resolve kubernetes modules", env=env_flags)
+        for name in kube:
+            _install(go, workdir, f"k8s.io/kubernetes/cmd/{name}", toolchain.binary(name))
+
+    if "etcd" in missing:
+        workdir = toolchain.root / "src" / "etcd"
+        _write_module(workdir, "vkprovider.local/etcd", [f"go.etcd.io/etcd/server/v3 {ETCD_VERSION}"], [], [])
+        (workdir / "tools.go").unlink()
+        (workdir / "main.go").write_text(
+            'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\n'
+            "func main() { etcdmain.Main(os.Args) }\n"
+        )
+        _run([go, "mod", "tidy"], workdir, "resolve etcd modules", env=env_flags)
+        _install(go, workdir, ".", toolchain.binary("etcd"))
+
+    if "kwok" in missing:
+        workdir = toolchain.root / "src" / "kwok"
+        _write_module(workdir, "vkprovider.local/kwok", [f"sigs.k8s.io/kwok {KWOK_VERSION}"], [], ["sigs.k8s.io/kwok/cmd/kwok"])
+        _run([go, "mod", "tidy"], workdir, "resolve kwok modules", env=env_flags)
+        _install(go, workdir, "sigs.k8s.io/kwok/cmd/kwok", toolchain.binary("kwok"))
+
+    _log(f"all binaries ready in {time.monotonic() - started:.0f}s")
+    return toolchain
+
+
+def main() -> int:
+    try:
+        toolchain = build()
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(toolchain.bin_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""The public plugin API: the one module a provider adapter imports from vkprovider.
+
+An adapter is a class with a nested pydantic ``Settings`` model and a constructor
+``__init__(self, name: str, settings: Settings)``, registered under the ``vkprovider.providers``
+entry-point group. It implements :class:`Provider`, and optionally :class:`SupportsLogs` and
+:class:`SupportsWatch` (declared through ``ProviderInfo.capabilities``).
+
+Contract rules (the contract suite in ``tests/contract/`` checks every one):
+
+* ``deploy`` MUST be idempotent on ``request.uid``: deploying the same UID twice yields one
+  deployment, and the second call returns its current status.
+* ``delete`` of an unknown UID MUST succeed.
+* ``list(node_name)`` MUST return only deployments labelled for that node
+  (``DeploymentRequest.tags()`` holds the labels to attach).
+* ``get`` of an unknown UID MUST raise :class:`NotFound`.
+* Failures MUST be raised as one of the error classes below, never as bare exceptions:
+  ``InvalidRequest`` (will never work), ``NoCapacity`` (try elsewhere), ``Transient`` (retry,
+  optionally after ``retry_after`` seconds), ``QuotaOrBilling`` (stop using this provider),
+  ``NotFound``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from vkprovider.errors import (
+    InvalidRequest,
+    NoCapacity,
+    NotFound,
+    ProviderError,
+    QuotaOrBilling,
+    Transient,
+)
+from vkprovider.models import (
+    LABEL_NODE_NAME,
+    LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE,
+    LABEL_POD_UID,
+    Capabilities,
+    Container,
+    ContainerState,
+    ContainerStatus,
+    DeploymentRequest,
+    DeploymentStatus,
+    EnvVar,
+    FileMount,
+    LogOptions,
+    Offer,
+    Phase,
+    Port,
+    ProviderInfo,
+    RegistryCredential,
+)
+
+__all__ = [
+    "LABEL_NODE_NAME",
+    "LABEL_POD_NAME",
+    "LABEL_POD_NAMESPACE",
+    "LABEL_POD_UID",
+    "AdapterClass",
+    "Capabilities",
+    "Container",
+    "ContainerState",
+    "ContainerStatus",
+    "DeploymentRequest",
+    "DeploymentStatus",
+    "EnvVar",
+    "FileMount",
+    "InvalidRequest",
+    "LogOptions",
+    "NoCapacity",
+    "NotFound",
+    "Offer",
+    "Phase",
+    "Port",
+    "Provider",
+    "ProviderError",
+    "ProviderInfo",
+    "QuotaOrBilling",
+    "RegistryCredential",
+    "SupportsLogs",
+    "SupportsWatch",
+    "Transient",
+]
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """The narrow interface every adapter implements."""
+
+    @property
+    def name(self) -> str:
+        """The configured instance name (e.g. ``fakecloud-cheap``), unique within the service."""
+        ...
+
+    async def info(self) -> ProviderInfo:
+        """Identity and capabilities. MUST NOT do network I/O beyond what ``probe`` does."""
+        ...
+
+    async def probe(self) -> None:
+        """Return if the backend is reachable and usable; raise ``Transient`` (or another error) if not."""
+        ...
+
+    async def offers(self) -> list[Offer]:
+        """The current catalog. The caller caches it; a failure keeps the last good catalog."""
+        ...
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        """Create the deployment for ``request.uid`` unless it exists (idempotent on the UID).
+
+        If it exists and ``update_in_place`` is not a capability, the existing status is returned.
+        """
+        ...
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        """Status of the deployment for ``uid``; raise ``NotFound`` if there is none."""
+        ...
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        """Every deployment labelled for ``node_name``, and no other. One call serves all pods."""
+        ...
+
+    async def delete(self, uid: str) -> None:
+        """Delete the deployment for ``uid``. Deleting an unknown UID MUST succeed."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections. Called once at shutdown."""
+        ...
+
+
+@runtime_checkable
+class SupportsLogs(Protocol):
+    """Optional: stream a deployment's logs (``capabilities.logs``)."""
+
+    def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        """Yield log bytes; with ``options.follow`` keep yielding until the deployment ends."""
+        ...
+
+
+@runtime_checkable
+class SupportsWatch(Protocol):
+    """Optional: push status changes instead of being polled (``capabilities.watch``)."""
+
+    def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
+        """Yield every status transition of this node's deployments, up to and including terminal."""
+        ...
+
+
+class AdapterClass(Protocol):
+    """What an entry point in the ``vkprovider.providers`` group resolves to."""
+
+    Settings: ClassVar[type[BaseModel]]
+
+    def __call__(self, name: str, settings: Any) -> Provider: ...
