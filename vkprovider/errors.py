@@ -93,3 +93,12 @@ def provider_error_from_code(
     if cls is Transient:
         return Transient(message, provider=provider, retry_after=retry_after)
     return cls(message, provider=provider)
+
+
+class Unschedulable(VkProviderError):
+    """No provider can take the pod now (no candidate, budget exhausted, circuit open).
+
+    The pod stays Pending with ``reason`` and is retried with backoff; it is not failed.
+    """
+
+    code = "Unschedulable"

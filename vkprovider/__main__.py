@@ -1,0 +1,3 @@
+from vkprovider.cli import main
+
+raise SystemExit(main())

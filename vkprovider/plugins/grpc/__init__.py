@@ -1,0 +1,1 @@
+"""Out-of-process plugins over gRPC."""
