@@ -1,0 +1,228 @@
+"""HTTP calls to the RunPod REST API v2, and the one function that turns failures into error classes.
+
+Shapes follow ``runpod-rest-v2.openapi.json`` (see docs/providers.md). Every call goes through
+``_request`` so that transport failures, HTTP errors and undecodable bodies are all mapped in
+``map_error``; callers only ever see the provider error classes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import httpx
+
+from vkprovider.plugins.api import (
+    InvalidRequest,
+    NoCapacity,
+    NotFound,
+    ProviderError,
+    QuotaOrBilling,
+    Transient,
+)
+
+from .secrets import ApiKeySource, BearerAuth
+
+log = logging.getLogger(__name__)
+
+
+class Op(enum.Enum):
+    """What was being attempted; the same status means different things on different calls."""
+
+    CATALOG = "catalog"
+    CREATE = "create"
+    READ = "read"
+    DELETE = "delete"
+    LOGS = "logs"
+
+
+#: RunPod's 400 on create covers rule violations *and* "could not place"; only the human-readable
+#: ``detail`` tells them apart (the spec says so), so capacity wording is recognised here.
+_CAPACITY_WORDING = re.compile(
+    r"no (longer )?(instances?|gpus?|machines?|capacity|resources?|hosts?)( are| is)? (currently )?available"
+    r"|capacity|could not (be )?(placed|place|scheduled|schedule)|out of stock|not enough (gpus?|resources?)"
+    r"|insufficient (capacity|resources?|gpus?)|unavailable",
+    re.IGNORECASE,
+)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _detail(response: httpx.Response) -> str:
+    """``title: detail [errors]`` from an RFC 7807 body, or a clipped raw body."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.text[:200] or response.reason_phrase
+    if not isinstance(body, dict):
+        return str(body)[:200]
+    parts = [str(body.get("detail") or body.get("title") or response.reason_phrase)]
+    errors = body.get("errors")
+    if isinstance(errors, list) and errors:
+        parts.append("; ".join(str(e) for e in errors[:5]))
+    return ": ".join(parts)
+
+
+def map_error(
+    provider: str, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
+) -> ProviderError:
+    """The single mapping from a failed RunPod call to a provider error class.
+
+    * transport errors, timeouts, 5xx, undecodable bodies → ``Transient``
+    * 429 → ``Transient`` with ``retry_after`` from ``Retry-After`` (integer seconds on this API)
+    * 401 → ``QuotaOrBilling``: a bad or revoked key fails every call, so the provider must be
+      taken out of rotation and an operator alerted; failing pods one by one would not help
+    * 402 → ``QuotaOrBilling`` (insufficient balance)
+    * 403 → on create ``NoCapacity`` (the spec: "account cannot access the requested pool — skip
+      this candidate"); elsewhere ``QuotaOrBilling`` (the key lacks a permission)
+    * 400 → on create ``NoCapacity`` if the detail reads as capacity, else ``InvalidRequest``
+    * 404 → ``NotFound``, except on create (unknown template/GPU id) → ``InvalidRequest``
+    * 409, 422 and other 4xx → ``InvalidRequest``
+    """
+    if exc is not None:
+        return Transient(f"{op.value}: {type(exc).__name__}", provider=provider)
+    assert response is not None
+    status = response.status_code
+    detail = _detail(response)
+    message = f"{op.value}: HTTP {status}: {detail}"
+    if status == 429:
+        return Transient(message, provider=provider, retry_after=_retry_after(response))
+    if status >= 500:
+        return Transient(message, provider=provider, retry_after=_retry_after(response))
+    if status in (401, 402):
+        return QuotaOrBilling(message, provider=provider)
+    if status == 403:
+        if op is Op.CREATE:
+            return NoCapacity(message, provider=provider)
+        return QuotaOrBilling(message, provider=provider)
+    if status == 400 and op is Op.CREATE and _CAPACITY_WORDING.search(detail):
+        return NoCapacity(message, provider=provider)
+    if status == 404 and op is not Op.CREATE:
+        return NotFound(message, provider=provider)
+    if 400 <= status < 500:
+        return InvalidRequest(message, provider=provider)
+    return Transient(message, provider=provider)
+
+
+class RunPodClient:
+    """One pooled ``httpx.AsyncClient`` per adapter instance; ``transport`` is injectable for tests."""
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        base_url: str,
+        key: ApiKeySource,
+        timeout: float,
+        max_connections: int,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._provider = provider
+        self._key = key
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            auth=BearerAuth(key),
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections),
+            headers={"Accept": "application/json"},
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, op: Op, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise self._scrubbed(map_error(self._provider, op, exc=exc)) from None
+        if response.is_success:
+            return response
+        raise self._scrubbed(map_error(self._provider, op, response=response))
+
+    def _scrubbed(self, error: ProviderError) -> ProviderError:
+        """Defence in depth: an error text must never echo the key, whatever the server sent."""
+        error.message = self._key.scrub(error.message)
+        error.args = (error.message,)
+        return error
+
+    def _json(self, op: Op, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            log.warning("provider %s: %s returned a body that is not JSON", self._provider, op.value)
+            raise Transient(f"{op.value}: response is not JSON", provider=self._provider) from None
+
+    def _object(self, op: Op, response: httpx.Response, key: str | None = None) -> Any:
+        body = self._json(op, response)
+        if key is not None:
+            if not isinstance(body, dict) or key not in body:
+                log.warning("provider %s: %s response lacks %r", self._provider, op.value, key)
+                raise Transient(f"{op.value}: response lacks {key!r}", provider=self._provider)
+            body = body[key]
+        return body
+
+    async def list_gpu_types(self, *, cloud: str, availability: bool = True) -> list[Any]:
+        params: dict[str, str] = {"cloud": cloud, "include": "AVAILABILITY", "product": "POD"}
+        if not availability:
+            params = {}
+        response = await self._request(Op.CATALOG, "GET", "/v2/catalog/gpus", params=params)
+        gpus = self._object(Op.CATALOG, response, "gpus")
+        if not isinstance(gpus, list):
+            raise Transient("catalog: 'gpus' is not a list", provider=self._provider)
+        return gpus
+
+    async def list_pods(self) -> list[Any]:
+        response = await self._request(Op.READ, "GET", "/v2/pods")
+        pods = self._object(Op.READ, response, "pods")
+        if not isinstance(pods, list):
+            raise Transient("read: 'pods' is not a list", provider=self._provider)
+        return pods
+
+    async def get_pod(self, pod_id: str) -> Any:
+        response = await self._request(Op.READ, "GET", f"/v2/pods/{pod_id}")
+        return self._object(Op.READ, response)
+
+    async def create_pod(self, body: dict[str, Any]) -> Any:
+        response = await self._request(Op.CREATE, "POST", "/v2/pods", json=body)
+        return self._object(Op.CREATE, response)
+
+    async def delete_pod(self, pod_id: str) -> None:
+        """Terminate; a pod that is already gone counts as deleted."""
+        try:
+            await self._request(Op.DELETE, "DELETE", f"/v2/pods/{pod_id}")
+        except NotFound:
+            return
+
+    async def stream_logs(self, pod_id: str, params: dict[str, str | int]) -> AsyncGenerator[str, None]:
+        """Yield the raw SSE lines of ``GET /v2/pods/{id}/logs`` (the caller parses events)."""
+        request = self._http.build_request(
+            "GET", f"/v2/pods/{pod_id}/logs", params=params, headers={"Accept": "text/event-stream"}
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise self._scrubbed(map_error(self._provider, Op.LOGS, response=response))
+            try:
+                async for line in response.aiter_lines():
+                    yield line
+            except httpx.HTTPError as exc:
+                raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+        finally:
+            await response.aclose()
