@@ -25,7 +25,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     """Deployment phase; maps one-to-one onto a pod phase."""
 
     PENDING = "Pending"
@@ -149,7 +149,7 @@ class DeploymentRequest(_Model):
         }
 
 
-class ContainerState(str, enum.Enum):
+class ContainerState(enum.StrEnum):
     WAITING = "waiting"
     RUNNING = "running"
     TERMINATED = "terminated"

@@ -24,6 +24,8 @@ KWOK_VERSION = "v0.7.0"
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")
+#: How to ask each binary for its version, to prove a fresh build actually runs.
+VERSION_ARGS: dict[str, list[str]] = {"kubectl": ["version", "--client"], "kwok": ["--version"]}
 
 
 class BuildError(RuntimeError):
@@ -48,8 +50,48 @@ class Toolchain:
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
 
+    def stamp(self, name: str) -> Path:
+        return self.bin_dir / f".{name}.recipe"
+
     def missing(self) -> list[str]:
-        return [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
+        """Binaries absent, or built by a different recipe (so changed flags force a rebuild)."""
+        return [
+            name
+            for name in ALL_BINARIES
+            if not os.access(self.binary(name), os.X_OK) or _read(self.stamp(name)) != _recipe(name)
+        ]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _ldflags(name: str) -> str:
+    """Stamp the Kubernetes version into the binaries, as the upstream build does."""
+    if name not in KUBE_COMMANDS:
+        return "-s -w"
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": KUBERNETES_VERSION,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+    }
+    flags = [
+        f"-X {pkg}.{key}={value}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for key, value in stamps.items()
+    ]
+    return " ".join(["-s", "-w", *flags])
+
+
+def _recipe(name: str) -> str:
+    version = {"etcd": ETCD_VERSION, "kwok": KWOK_VERSION}.get(name, KUBERNETES_VERSION)
+    return f"{name} {version} ldflags={_ldflags(name)}\n"
 
 
 def _log(message: str) -> None:
@@ -90,7 +132,15 @@ def _run(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
     if code != 0:
         tail = "".join(lines[-25:])
         hint = ""
-        if "proxy" in tail or "dial tcp" in tail or "404 Not Found" in tail or "410 Gone" in tail:
+        markers = (
+            "proxy",
+            "dial tcp",
+            "404 not found",
+            "410 gone",
+            "403 forbidden",
+            "module lookup disabled",
+        )
+        if any(marker in tail.lower() for marker in markers):
             hint = " (a module download was refused: check GOPROXY/network access to the Go module proxy)"
         raise BuildError(f"{what} failed after {elapsed:.0f}s with exit code {code}{hint}:\n{tail}")
     _log(f"{what}: done in {elapsed:.0f}s")
@@ -112,13 +162,15 @@ def _staging_replaces(go: str, workdir: Path) -> list[str]:
     return [f"\t{module} => {module} {STAGING_VERSION}" for module in modules]
 
 
-def _write_module(path: Path, module: str, requires: list[str], replaces: list[str], imports: list[str]) -> None:
+def _write_module(
+    path: Path, module: str, requires: list[str], replaces: list[str], imports: list[str]
+) -> None:
     path.mkdir(parents=True, exist_ok=True)
     lines = [f"module {module}", "", "go 1.25", "", "require ("]
     lines += [f"\t{r}" for r in requires]
     lines.append(")")
     if replaces:
-        lines += ["", "replace ("] + replaces + [")"]
+        lines += ["", "replace (", *replaces, ")"]
     (path / "go.mod").write_text("\n".join(lines) + "\n")
     tools = ["//go:build tools", "", "package tools", "", "import ("]
     tools += [f'\t_ "{imp}"' for imp in imports]
@@ -130,11 +182,15 @@ def _install(go: str, workdir: Path, package: str, target: Path) -> None:
     """Build one binary to a temporary name, check it runs, then rename it into place."""
     tmp = target.with_name(f".{target.name}.partial")
     tmp.unlink(missing_ok=True)
-    _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), package], workdir, f"build {target.name}")
-    check = subprocess.run([str(tmp), "--version"], capture_output=True, text=True, timeout=60)
-    if check.returncode != 0 and target.name != "kwok":
+    ldflags = f"-ldflags={_ldflags(target.name)}"
+    _run([go, "build", "-trimpath", ldflags, "-o", str(tmp), package], workdir, f"build {target.name}")
+    version_args = VERSION_ARGS.get(target.name, ["--version"])
+    check = subprocess.run([str(tmp), *version_args], capture_output=True, text=True, timeout=60)
+    if check.returncode != 0:
         raise BuildError(f"built {target.name} does not run: {check.stderr.strip()[:500]}")
     os.replace(tmp, target)
+    stamp = target.with_name(f".{target.name}.recipe")
+    stamp.write_text(_recipe(target.name))
 
 
 def build(toolchain: Toolchain | None = None) -> Toolchain:
@@ -155,7 +211,13 @@ def build(toolchain: Toolchain | None = None) -> Toolchain:
         workdir.mkdir(parents=True, exist_ok=True)
         replaces = _staging_replaces(go, workdir)
         packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBE_COMMANDS]
-        _write_module(workdir, "vkprovider.local/kubernetes", [f"k8s.io/kubernetes {KUBERNETES_VERSION}"], replaces, packages)
+        _write_module(
+            workdir,
+            "vkprovider.local/kubernetes",
+            [f"k8s.io/kubernetes {KUBERNETES_VERSION}"],
+            replaces,
+            packages,
+        )
         _run([go, "mod", "tidy"], workdir, "resolve kubernetes modules", env=env_flags)
         for name in kube:
             _install(go, workdir, f"k8s.io/kubernetes/cmd/{name}", toolchain.binary(name))
@@ -173,7 +235,13 @@ def build(toolchain: Toolchain | None = None) -> Toolchain:
 
     if "kwok" in missing:
         workdir = toolchain.root / "src" / "kwok"
-        _write_module(workdir, "vkprovider.local/kwok", [f"sigs.k8s.io/kwok {KWOK_VERSION}"], [], ["sigs.k8s.io/kwok/cmd/kwok"])
+        _write_module(
+            workdir,
+            "vkprovider.local/kwok",
+            [f"sigs.k8s.io/kwok {KWOK_VERSION}"],
+            [],
+            ["sigs.k8s.io/kwok/cmd/kwok"],
+        )
         _run([go, "mod", "tidy"], workdir, "resolve kwok modules", env=env_flags)
         _install(go, workdir, "sigs.k8s.io/kwok/cmd/kwok", toolchain.binary("kwok"))
 

@@ -1,0 +1,84 @@
+"""Bad input to the control-plane tooling ends in a clear message, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from vkprovider.devcluster import BuildError, Cluster, StartupError, Toolchain, build
+from vkprovider.devcluster.build import ALL_BINARIES, _recipe
+from vkprovider.devcluster.process import ensure_port_free, spawn
+
+
+def _fake_complete_cache(root: Path) -> Toolchain:
+    toolchain = Toolchain(root)
+    toolchain.bin_dir.mkdir(parents=True)
+    for name in ALL_BINARIES:
+        binary = toolchain.binary(name)
+        binary.write_text("#!/bin/sh\nexit 0\n")
+        binary.chmod(0o755)
+        toolchain.stamp(name).write_text(_recipe(name))
+    return toolchain
+
+
+def test_complete_cache_is_reused(tmp_path: Path) -> None:
+    toolchain = _fake_complete_cache(tmp_path)
+    assert toolchain.missing() == []
+    assert build(toolchain) is toolchain  # nothing to build, no Go needed
+
+
+def test_half_built_binary_is_not_used(tmp_path: Path) -> None:
+    toolchain = _fake_complete_cache(tmp_path)
+    # An interrupted build leaves only a ``.partial`` file and no final binary.
+    toolchain.binary("etcd").rename(toolchain.bin_dir / ".etcd.partial")
+    assert toolchain.missing() == ["etcd"]
+
+
+def test_binary_from_another_recipe_is_rebuilt(tmp_path: Path) -> None:
+    toolchain = _fake_complete_cache(tmp_path)
+    toolchain.stamp("kube-apiserver").write_text("kube-apiserver v0.0.0 ldflags=\n")
+    assert toolchain.missing() == ["kube-apiserver"]
+
+
+def test_missing_go_toolchain_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BuildError, match="Go toolchain was not found"):
+        build(Toolchain(tmp_path / "cache"))
+
+
+def test_refused_module_download_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOPROXY", "off")
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    toolchain = _fake_complete_cache(tmp_path / "cache")
+    toolchain.binary("etcd").unlink()
+    with pytest.raises(BuildError, match="module download was refused") as info:
+        build(toolchain)
+    assert "resolve etcd modules failed" in str(info.value)
+    assert not toolchain.binary("etcd").exists()
+
+
+def test_port_clash_is_named() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(StartupError, match=f"127.0.0.1:{port} is already in use"):
+            ensure_port_free(port, "kube-apiserver")
+
+
+async def test_start_without_binaries_says_how_to_build(tmp_path: Path) -> None:
+    with pytest.raises(StartupError, match="make cluster-build"):
+        await Cluster.start("nobins", toolchain=Toolchain(tmp_path), workdir=tmp_path / "run")
+
+
+def test_process_stop_by_pid(tmp_path: Path) -> None:
+    proc = spawn("sleeper", Path("/bin/sleep"), ["30"], tmp_path)
+    assert proc.alive()
+    proc.stop(grace=5)
+    assert not proc.alive()
+    with pytest.raises(ProcessLookupError):
+        os.kill(proc.pid, 0)

@@ -1,0 +1,75 @@
+"""``python -m vkprovider.devcluster {build,up,down,status}`` (behind ``make cluster-*``).
+
+``up`` prints exactly one line on stdout, ``export KUBECONFIG=... PATH=...``, so that
+``eval "$(make -s cluster-up)"`` works; progress and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from vkprovider.devcluster.build import BuildError, Toolchain, build
+from vkprovider.devcluster.cluster import Cluster, run_root
+from vkprovider.devcluster.process import StartupError
+
+
+def _export_line(cluster: Cluster) -> str:
+    return f"export KUBECONFIG={cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH"
+
+
+async def _up(name: str, nodes: int) -> int:
+    existing = Cluster.load(run_root() / name)
+    if existing is not None and existing.running():
+        print(f"cluster {name!r} is already running", file=sys.stderr)
+        print(_export_line(existing))
+        return 0
+    started = time.monotonic()
+    cluster = await Cluster.start(name, gpu_nodes=nodes)
+    print(
+        f"cluster {name!r} ready in {time.monotonic() - started:.1f}s "
+        f"({nodes} kwok GPU nodes); logs in {cluster.workdir / 'logs'}",
+        file=sys.stderr,
+    )
+    print(_export_line(cluster))
+    return 0
+
+
+async def _down(name: str) -> int:
+    cluster = Cluster.load(run_root() / name)
+    if cluster is None:
+        print(f"cluster {name!r} is not running", file=sys.stderr)
+        return 0
+    await cluster.stop()
+    print(f"cluster {name!r} stopped", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vkprovider.devcluster")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build missing control-plane binaries into the cache")
+    up = sub.add_parser("up", help="start a local control plane and leave it running")
+    up.add_argument("--name", default="dev")
+    up.add_argument("--nodes", type=int, default=2, help="kwok local-GPU nodes (default 2)")
+    down = sub.add_parser("down", help="stop a cluster started with up")
+    down.add_argument("--name", default="dev")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            print(build().bin_dir, file=sys.stderr)
+            return 0
+        if args.command == "up":
+            if args.nodes < 0:
+                parser.error("--nodes must be >= 0")
+            return asyncio.run(_up(args.name, args.nodes))
+        return asyncio.run(_down(args.name))
+    except (BuildError, StartupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

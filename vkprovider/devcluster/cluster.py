@@ -1,0 +1,318 @@
+"""A real local control plane: etcd, kube-apiserver, scheduler, controller-manager and kwok.
+
+Everything listens on 127.0.0.1 on free ports, uses certificates generated per start, and
+writes one log per component under the cluster's run directory. ``Cluster.start`` returns
+once the apiserver is ready, the kwok "local GPU" nodes are Ready and the ``default``
+ServiceAccount exists (so pods can be created at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import ssl
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from vkprovider.devcluster import kwok, pki
+from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
+
+READY_TIMEOUT_SECONDS = 120.0
+
+
+def run_root() -> Path:
+    base = os.environ.get("VKPROVIDER_CACHE") or str(Path.home() / ".cache" / "vkprovider")
+    return Path(base) / "run"
+
+
+@dataclass
+class Cluster:
+    """A running local control plane; ``stop()`` ends every process it started, by PID."""
+
+    name: str
+    workdir: Path
+    server: str
+    kubeconfig: Path
+    ca_cert: Path
+    admin: pki.CertPair
+    processes: list[Process] = field(default_factory=list)
+    gpu_nodes: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def start(
+        cls,
+        name: str = "dev",
+        gpu_nodes: int = 2,
+        workdir: Path | None = None,
+        toolchain: Toolchain | None = None,
+    ) -> Cluster:
+        toolchain = toolchain or Toolchain.default()
+        missing = toolchain.missing()
+        if missing:
+            raise StartupError(
+                f"control-plane binaries missing ({', '.join(missing)}); run `make cluster-build` first"
+            )
+        workdir = workdir or run_root() / name
+        previous = cls.load(workdir)
+        if previous is not None:
+            await previous.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        (workdir / "pki").mkdir(parents=True)
+        (workdir / "logs").mkdir()
+
+        api_port = free_port()
+        ca = pki.CertificateAuthority.create(workdir / "pki")
+        cluster = cls(
+            name=name,
+            workdir=workdir,
+            server=f"https://127.0.0.1:{api_port}",
+            kubeconfig=workdir / "kubeconfig",
+            ca_cert=ca.pair.cert,
+            admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
+        )
+        try:
+            await cluster._boot(toolchain, ca, api_port, gpu_nodes)
+        except BaseException:
+            await cluster.stop()
+            raise
+        return cluster
+
+    async def _boot(self, tc: Toolchain, ca: pki.CertificateAuthority, api_port: int, gpu_nodes: int) -> None:
+        pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
+        serving = ca.issue(
+            pki_dir,
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ip_addresses=("127.0.0.1", "10.0.0.1"),
+        )
+        kubelet_client = ca.issue(
+            pki_dir,
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            organization="system:masters",
+            client=True,
+        )
+        sa = pki.service_account_keys(pki_dir)
+        self._write_kubeconfig()
+
+        etcd_client, etcd_peer = free_port(), free_port()
+        self._spawn(
+            tc,
+            "etcd",
+            [
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            logs,
+        )
+        await self._wait_http(f"http://127.0.0.1:{etcd_client}/health", "etcd")
+
+        ensure_port_free(api_port, "kube-apiserver")
+        self._spawn(
+            tc,
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={ca.pair.cert}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa.cert}",
+                f"--service-account-signing-key-file={sa.key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+            logs,
+        )
+        await self._wait_http(f"{self.server}/readyz", "kube-apiserver", timeout=READY_TIMEOUT_SECONDS)
+
+        self._spawn(
+            tc,
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={sa.key}",
+                f"--root-ca-file={ca.pair.cert}",
+                f"--cluster-signing-cert-file={ca.pair.cert}",
+                f"--cluster-signing-key-file={ca.pair.key}",
+                "--use-service-account-credentials=false",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+                "--node-monitor-period=2s",
+                "--node-monitor-grace-period=10s",
+                "--v=1",
+            ],
+            logs,
+        )
+        self._spawn(
+            tc,
+            "kube-scheduler",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+            logs,
+        )
+        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port()), logs)
+
+        self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
+        async with self.http() as client:
+            for node in self.gpu_nodes:
+                await kwok.create_node(client, node)
+            await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
+            await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
+        self.save()
+
+    async def stop(self) -> None:
+        """Stop every component, newest first, by PID; safe to call twice."""
+        for proc in reversed(self.processes):
+            await asyncio.to_thread(proc.stop)
+        self.processes.clear()
+        (self.workdir / "state.json").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ state
+
+    def save(self) -> None:
+        state = {
+            "name": self.name,
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "ca_cert": str(self.ca_cert),
+            "admin": [str(self.admin.cert), str(self.admin.key)],
+            "gpu_nodes": self.gpu_nodes,
+            "processes": [p.to_json() for p in self.processes],
+        }
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, workdir: Path) -> Cluster | None:
+        try:
+            state: dict[str, Any] = json.loads((workdir / "state.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return cls(
+            name=state["name"],
+            workdir=workdir,
+            server=state["server"],
+            kubeconfig=Path(state["kubeconfig"]),
+            ca_cert=Path(state["ca_cert"]),
+            admin=pki.CertPair(Path(state["admin"][0]), Path(state["admin"][1])),
+            processes=[Process.from_json(p) for p in state["processes"]],
+            gpu_nodes=list(state["gpu_nodes"]),
+        )
+
+    def running(self) -> bool:
+        return bool(self.processes) and all(p.alive() for p in self.processes)
+
+    # ------------------------------------------------------------------ helpers
+
+    def http(self) -> httpx.AsyncClient:
+        """An admin HTTP client for the apiserver (used by the tooling, not by the service)."""
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        context.load_cert_chain(str(self.admin.cert), str(self.admin.key))
+        return httpx.AsyncClient(base_url=self.server, verify=context, timeout=10.0)
+
+    def _spawn(self, tc: Toolchain, name: str, args: list[str], logs: Path) -> None:
+        self.processes.append(spawn(name, tc.binary(name), args, logs))
+        self.save()
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": self.name,
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {"client-certificate": str(self.admin.cert), "client-key": str(self.admin.key)},
+                }
+            ],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": "admin"}}],
+            "current-context": self.name,
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def _check_alive(self) -> None:
+        for proc in self.processes:
+            if not proc.alive():
+                raise StartupError(proc.exit_reason())
+
+    async def _wait_http(self, url: str, what: str, timeout: float = 60.0) -> None:
+        async with self.http() as client:
+
+            async def ok() -> bool:
+                try:
+                    return (await client.get(url)).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            await self._wait(ok, what, timeout)
+
+    async def _wait(self, check: Any, what: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            if await check():
+                return
+            if time.monotonic() > deadline:
+                logs = self.workdir / "logs"
+                raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {logs}")
+            await asyncio.sleep(0.25)
+
+    async def _nodes_ready(self, client: httpx.AsyncClient) -> bool:
+        resp = await client.get("/api/v1/nodes", params={"labelSelector": kwok.GPU_POOL_SELECTOR})
+        if resp.status_code != 200:
+            return False
+        ready = {
+            item["metadata"]["name"]
+            for item in resp.json()["items"]
+            for cond in item.get("status", {}).get("conditions", [])
+            if cond["type"] == "Ready" and cond["status"] == "True"
+        }
+        return set(self.gpu_nodes) <= ready
+
+    async def _default_sa(self, client: httpx.AsyncClient) -> bool:
+        resp = await client.get("/api/v1/namespaces/default/serviceaccounts/default")
+        return resp.status_code == 200

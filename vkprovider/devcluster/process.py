@@ -1,0 +1,133 @@
+"""Start and stop control-plane processes by PID, each with its own log file.
+
+Processes run in their own session so that ``make cluster-up`` can exit and leave them
+running; their PIDs are recorded so ``cluster-down`` (or the next ``up``) stops exactly them.
+A PID is only signalled if its command line still names the binary we started, so a
+recycled PID is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Popen objects of the children this process started, kept so they are reaped, not leaked.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class StartupError(RuntimeError):
+    """A component did not come up; the message says which, why, and where its log is."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_port_free(port: int, component: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise StartupError(
+                f"{component}: port 127.0.0.1:{port} is already in use; stop whatever listens there "
+                f"(`ss -ltnp 'sport = :{port}'`) or let the cluster pick free ports"
+            ) from None
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+@dataclass
+class Process:
+    name: str
+    pid: int
+    binary: str
+    log: Path
+
+    def alive(self) -> bool:
+        """True if the PID still runs the binary we started (zombies count as dead)."""
+        child = _CHILDREN.get(self.pid)
+        if child is not None:
+            return child.poll() is None
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return False
+        if "\nState:\tZ" in status:
+            return False
+        argv0 = cmdline.split(b"\0", 1)[0].decode(errors="replace")
+        return argv0 in ("", self.binary)  # empty while the kernel is mid-exec
+
+    def exit_reason(self) -> str:
+        return f"{self.name} exited during start-up; last lines of {self.log}:\n{log_tail(self.log)}"
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; reaps the child if it is ours."""
+        if not self.alive():
+            self._reap()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self._reap()
+            if not self.alive():
+                return
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        for _ in range(100):
+            self._reap()
+            if not self.alive():
+                return
+            time.sleep(0.02)
+
+    def _reap(self) -> None:
+        child = _CHILDREN.get(self.pid)
+        if child is not None:
+            if child.poll() is not None:
+                del _CHILDREN[self.pid]
+            return
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(self.pid, os.WNOHANG)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "pid": self.pid, "binary": self.binary, "log": str(self.log)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Process:
+        return cls(str(data["name"]), int(str(data["pid"])), str(data["binary"]), Path(str(data["log"])))
+
+
+def spawn(
+    name: str, binary: Path, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+) -> Process:
+    """Start ``binary`` detached, stdout+stderr appended to ``<log_dir>/<name>.log``."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as out:
+        popen = subprocess.Popen(
+            [str(binary), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    _CHILDREN[popen.pid] = popen
+    return Process(name, popen.pid, str(binary), log)
