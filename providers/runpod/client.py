@@ -43,7 +43,8 @@ class Op(enum.Enum):
 #: RunPod's 400 on create covers rule violations *and* "could not place"; only the human-readable
 #: ``detail`` tells them apart (the spec says so), so capacity wording is recognised here.
 _CAPACITY_WORDING = re.compile(
-    r"no (longer )?(instances?|gpus?|machines?|capacity|resources?|hosts?)( are| is)? (currently )?available"
+    r"no (longer )?(any )?(instances?|gpus?|machines?|capacity|resources?|hosts?)"
+    r"( are| is)? (currently )?available"
     r"|capacity|could not (be )?(placed|place|scheduled|schedule)|out of stock|not enough (gpus?|resources?)"
     r"|insufficient (capacity|resources?|gpus?)|unavailable",
     re.IGNORECASE,
