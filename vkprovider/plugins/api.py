@@ -34,6 +34,7 @@ from vkprovider.errors import (
     QuotaOrBilling,
     Transient,
 )
+from vkprovider.gpus import gpu_memory_gb, normalize_gpu
 from vkprovider.models import (
     LABEL_NODE_NAME,
     LABEL_POD_NAME,
@@ -84,6 +85,8 @@ __all__ = [
     "SupportsLogs",
     "SupportsWatch",
     "Transient",
+    "gpu_memory_gb",
+    "normalize_gpu",
 ]
 
 

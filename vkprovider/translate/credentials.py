@@ -1,0 +1,75 @@
+"""``imagePullSecrets`` → registry credentials (``.dockerconfigjson`` and legacy ``.dockercfg``).
+
+Like the kubelet, a missing or unreadable pull secret is a warning, not a failure: the image may
+be public. Nothing from the secret ever reaches a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from vkprovider.models import RegistryCredential
+from vkprovider.translate._fields import items, obj, text
+from vkprovider.translate.refs import RefResolver
+from vkprovider.translate.types import TranslationEvent
+
+_REASON = "FailedToRetrieveImagePullSecret"
+
+
+def _entry(server: str, entry: Any) -> RegistryCredential | None:
+    if not isinstance(entry, Mapping):
+        return None
+    username, password = entry.get("username"), entry.get("password")
+    auth = entry.get("auth")
+    if (not username or not password) and isinstance(auth, str) and auth:
+        try:
+            username, _, password = base64.b64decode(auth, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    if not isinstance(username, str) or not isinstance(password, str) or not username:
+        return None
+    return RegistryCredential(server=server, username=username, password=password)
+
+
+def parse_docker_config(data: Mapping[str, bytes]) -> list[RegistryCredential] | None:
+    """Credentials from a ``kubernetes.io/dockerconfigjson`` or ``dockercfg`` secret; ``None`` if
+    neither key holds valid JSON."""
+    for key, nested in ((".dockerconfigjson", True), (".dockercfg", False)):
+        if key not in data:
+            continue
+        try:
+            parsed = json.loads(data[key])
+        except (ValueError, UnicodeDecodeError):
+            return None
+        auths = parsed.get("auths") if nested and isinstance(parsed, dict) else parsed
+        if not isinstance(auths, dict):
+            return None
+        found = [_entry(str(server), entry) for server, entry in auths.items()]
+        return [c for c in found if c is not None]
+    return None
+
+
+async def registry_credentials(
+    spec: Mapping[str, Any], refs: RefResolver, warnings: list[TranslationEvent]
+) -> list[RegistryCredential]:
+    result: list[RegistryCredential] = []
+    for i, ref in enumerate(items(spec.get("imagePullSecrets"), "spec.imagePullSecrets")):
+        name = text(obj(ref, f"spec.imagePullSecrets[{i}]").get("name"), f"spec.imagePullSecrets[{i}].name")
+        if not name:
+            continue
+        data = await refs.peek_secret(name)
+        if data is None:
+            warnings.append(TranslationEvent(_REASON, f'image pull secret "{name}" not found'))
+            continue
+        parsed = parse_docker_config(data)
+        if parsed is None:
+            warnings.append(
+                TranslationEvent(_REASON, f'image pull secret "{name}" has no valid docker config')
+            )
+            continue
+        result.extend(parsed)
+    return result
