@@ -1,0 +1,139 @@
+"""The service's Kubernetes client: raw JSON over kubernetes_asyncio's authenticated transport.
+
+kubernetes_asyncio handles kubeconfig/in-cluster config, TLS and token refresh; we skip its
+model (de)serialisation, which dominates CPU for list/watch of many pods, and exchange plain
+dicts. Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
+bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
+from vkprovider.ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class KubeClient:
+    """A thin, rate-limited JSON client; one per process."""
+
+    def __init__(self, api: client.ApiClient, *, qps: float = 50.0, burst: int = 100) -> None:
+        self._api = api
+        self._limiter = TokenBucket(qps, burst)
+        self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
+        configuration = client.Configuration()
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+        return cls(client.ApiClient(configuration), qps=qps, burst=burst)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> Any:
+        """One API call; returns the decoded JSON body (or None for an empty body)."""
+        resp = await self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+        return json.loads(raw) if raw else None
+
+    async def request_text(self, path: str, *, query: Mapping[str, Any] | None = None) -> str:
+        resp = await self._send("GET", path, query=query)
+        try:
+            return (await resp.read()).decode(errors="replace")
+        finally:
+            resp.release()
+
+    async def stream(
+        self, path: str, *, query: Mapping[str, Any] | None = None, timeout: float = 330.0
+    ) -> AsyncIterator[JSON]:
+        """A watch: yields each JSON line (``{"type": ..., "object": ...}``) until the server closes."""
+        resp = await self._send("GET", path, query={**(query or {}), "watch": "true"}, timeout=timeout)
+        try:
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            resp.release()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> aiohttp.ClientResponse:
+        await self._limiter.acquire()
+        self.calls += 1
+        query_params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        try:
+            resp: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=query_params,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:
+            raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        if resp.status >= 400:
+            raw = await resp.read()
+            resp.release()
+            raise _error_from_body(resp.status, raw)
+        return resp
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _error_from_body(status: int, raw: bytes) -> KubeError:
+    try:
+        body = json.loads(raw)
+        message = str(body.get("message", "")) or raw.decode(errors="replace")
+    except (ValueError, AttributeError):
+        body, message = None, raw.decode(errors="replace")[:500]
+    return error_for_status(status, message, body)
