@@ -1,1 +1,3 @@
-"""vkprovider adapter: vastai."""
+"""vkprovider adapter: vastai (Vast.ai REST API)."""
+
+__version__ = "0.1.0"

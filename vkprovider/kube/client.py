@@ -41,7 +41,7 @@ class KubeClient:
         if kubeconfig:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         else:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(configuration), qps=qps, burst=burst)
 
     async def close(self) -> None:
