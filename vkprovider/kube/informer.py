@@ -75,12 +75,12 @@ class Informer:
                 del self.cache[key]
                 self._handler("DELETED", old, old)
         for key, item in fresh.items():
-            old = self.cache.get(key)
+            previous = self.cache.get(key)
             self.cache[key] = item
-            if old is None or old["metadata"].get("resourceVersion") != item["metadata"].get(
-                "resourceVersion"
-            ):
-                self._handler("ADDED" if old is None else "MODIFIED", old, item)
+            if previous is None:
+                self._handler("ADDED", None, item)
+            elif previous["metadata"].get("resourceVersion") != item["metadata"].get("resourceVersion"):
+                self._handler("MODIFIED", previous, item)
         self.synced.set()
         return str(body["metadata"]["resourceVersion"])
 
