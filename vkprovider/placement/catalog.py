@@ -34,6 +34,7 @@ class IndexedOffer:
         "capacity",
         "count",
         "gpu",
+        "group",
         "memory",
         "offer",
         "offer_id",
@@ -53,6 +54,7 @@ class IndexedOffer:
         self.price = offer.price_per_hour
         self.capacity = offer.capacity
         self.block: BlockKey = block_key(offer.provider, offer.gpu_type, offer.region)
+        self.group = (self.gpu, self.region)  # one candidate per group: NoCapacity blocks it all
 
 
 @dataclass(slots=True)

@@ -104,10 +104,10 @@ def spot_reason(offer: Offer, need: Need) -> str | None:
 #: The per-offer filters in the order the ranker applies them, with their codes.
 OFFER_FILTERS: tuple[tuple[str, OfferFilter], ...] = (
     (GPU_TYPE, gpu_type_reason),
+    (MAX_PRICE, max_price_reason),
     (GPU_COUNT, gpu_count_reason),
     (GPU_MEMORY, gpu_memory_reason),
     (REGION, region_reason),
-    (MAX_PRICE, max_price_reason),
     (SPOT, spot_reason),
 )
 

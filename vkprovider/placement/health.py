@@ -50,6 +50,8 @@ class ProviderHealth:
         self.quota_reenable_seconds = quota_reenable_seconds
         self._clock = clock
         self._states: dict[str, ProviderState] = {}
+        #: Bumped on every change that can alter a score, so callers can cache derived terms.
+        self.version = 0
         for name in names:
             self.state(name)
 
@@ -68,6 +70,7 @@ class ProviderHealth:
         """Called by the node agent every probe interval and by catalog refreshes."""
         now = self._clock()
         state = self.state(name)
+        self.version += 1
         if ok:
             state.failing_since = None
             state.last_ok = now
@@ -84,6 +87,7 @@ class ProviderHealth:
 
     # Disablement ---------------------------------------------------------------------------
     def disable(self, name: str, reason: str) -> None:
+        self.version += 1
         state = self.state(name)
         if state.disabled_since is None:
             state.disabled_since = self._clock()
@@ -91,6 +95,7 @@ class ProviderHealth:
 
     def enable(self, name: str) -> None:
         """Operator action (or a late probe success): use the provider again."""
+        self.version += 1
         state = self.state(name)
         state.disabled_since = None
         state.disabled_reason = ""
@@ -121,11 +126,13 @@ class ProviderHealth:
 
     def record_startup(self, name: str, seconds: float) -> None:
         """Observed time from deploy to Running; smooths into the start-up latency estimate."""
+        self.version += 1
         state = self.state(name)
         prev = state.startup_ewma
         state.startup_ewma = seconds if prev is None else 0.7 * prev + 0.3 * seconds
 
     def _event(self, name: str, failed: bool) -> None:
+        self.version += 1
         state = self.state(name)
         now = self._clock()
         state.events.append((now, failed))

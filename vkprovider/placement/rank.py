@@ -12,7 +12,6 @@ functions of :mod:`vkprovider.placement.filters`, one by one, with a human reaso
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,10 +28,10 @@ CODES: tuple[str, ...] = (
     f.DISABLED,
     f.UNHEALTHY,
     f.GPU_TYPE,
+    f.MAX_PRICE,
     f.GPU_COUNT,
     f.GPU_MEMORY,
     f.REGION,
-    f.MAX_PRICE,
     f.SPOT,
     f.CAPACITY,
     f.BLOCKLISTED,
@@ -40,6 +39,14 @@ CODES: tuple[str, ...] = (
     f.BUDGET,
 )
 _IDX = {code: i for i, code in enumerate(CODES)}
+_PROVIDER, _GPU_TYPE, _GPU_COUNT, _GPU_MEMORY = (
+    _IDX[f.PROVIDER],
+    _IDX[f.GPU_TYPE],
+    _IDX[f.GPU_COUNT],
+    _IDX[f.GPU_MEMORY],
+)
+_REGION, _MAX_PRICE, _SPOT, _CAPACITY = _IDX[f.REGION], _IDX[f.MAX_PRICE], _IDX[f.SPOT], _IDX[f.CAPACITY]
+_BLOCKLISTED, _SPREAD, _BUDGET = _IDX[f.BLOCKLISTED], _IDX[f.SPREAD], _IDX[f.BUDGET]
 
 
 @dataclass(slots=True)
@@ -58,102 +65,140 @@ class RankInputs:
     max_candidates: int = 20
 
 
-def _buckets(cat: ProviderCatalog, need: Need, rej: list[int]) -> Iterable[list[IndexedOffer]]:
-    if need.gpu_types is None:
+def _buckets(
+    cat: ProviderCatalog, need: Need, rej: list[int], memo: dict[str, bool]
+) -> Iterable[list[IndexedOffer]]:
+    wanted = need.gpu_types
+    if wanted is None:
         return cat.by_gpu.values()
     out = []
     for gpu, bucket in cat.by_gpu.items():
-        if gpu_matches(gpu, need.gpu_types):
+        ok = memo.get(gpu)
+        if ok is None:
+            ok = memo[gpu] = gpu_matches(gpu, wanted)
+        if ok:
             out.append(bucket)
         else:
-            rej[3] += len(bucket)
+            rej[_GPU_TYPE] += len(bucket)
     return out
 
 
+Item = tuple[int, float, int, str, str, IndexedOffer]  # (priority, score, excess, provider, offer id, rec)
+
+
 def rank_offers(uid: str, inp: RankInputs, *, stale: tuple[str, ...] = (), detail: bool = False) -> Decision:
-    need = inp.need
+    """Filter and score every cached offer; keep the best ``max_candidates`` in rank order.
+
+    Within a GPU bucket offers are sorted by price and a provider's score is monotone in price,
+    so once an offer scores worse than the current K-th candidate the rest of its bucket is
+    skipped (counted as ``unevaluated``); the top K are exact.
+    """
+    need, keep = inp.need, inp.max_candidates
     rej = [0] * len(CODES)
-    items: list[tuple[int, float, int, str, str, IndexedOffer]] = []
-    feasible = total = 0
+    items: list[Item] = []
+    feasible = total = unevaluated = 0
+    threshold = math.inf  # score beyond which a non-current offer cannot enter the top K
     count, memory, regions, max_price = need.gpu_count, need.gpu_memory_gb, need.regions, need.max_price
     regions_deny = need.regions_deny or None
     spot_ok = need.spot is not Spot.NEVER and not need.spot_forbidden_by_config
     spot_only = need.spot is Spot.ONLY
     blocked = inp.blocked or None
-    remaining = inp.budget_remaining
-    capped = not math.isinf(remaining)
+    remaining = inp.budget_remaining + 1e-9
+    memo: dict[str, bool] = {}  # GPU type -> matches the request (few distinct types)
     for name, cat in inp.catalogs.items():
         n = len(cat.offers)
         total += n
         if not n:
             continue
         if f.provider_reason(name, need) is not None:
-            rej[0] += n
+            rej[_PROVIDER] += n
             continue
-        current = name == inp.current_provider
-        if not current:
-            bad = inp.unusable(name)
-            if bad is not None:
-                rej[_IDX[bad[0]]] += n
-                continue
-        spread_ok = current or inp.spread_ok(name)
-        terms = inp.terms(name) if capped else None
+        if name == inp.current_provider:
+            feasible += _current(name, cat, inp, rej, items)
+            continue
+        bad = inp.unusable(name)
+        if bad is not None:
+            rej[_IDX[bad[0]]] += n
+            continue
+        spread_ok = inp.spread_ok(name)
+        terms = inp.terms(name)
+        a, b, pay = terms.a, terms.b, 1.0 - terms.discount
         seen: set[tuple[str, str]] = set()
-        for bucket in _buckets(cat, need, rej):
+        for bucket in _buckets(cat, need, rej, memo):
             for rec in bucket:
+                price = rec.price
+                if max_price is not None and price > max_price:
+                    rej[_MAX_PRICE] += len(bucket) - bucket.index(rec)
+                    break
+                score = a * price + b
+                if score > threshold:
+                    unevaluated += len(bucket) - bucket.index(rec)
+                    break
                 if rec.count < count:
-                    rej[4] += 1
+                    rej[_GPU_COUNT] += 1
                 elif rec.memory < memory:
-                    rej[5] += 1
+                    rej[_GPU_MEMORY] += 1
                 elif (regions is not None and rec.region not in regions) or (
                     regions_deny is not None and rec.region in regions_deny
                 ):
-                    rej[6] += 1
-                elif max_price is not None and rec.price > max_price:
-                    rej[7] += 1
+                    rej[_REGION] += 1
                 elif (not spot_ok) if rec.spot else spot_only:
-                    rej[8] += 1
-                elif not current and rec.capacity <= 0:
-                    rej[9] += 1
-                elif not current and blocked is not None and rec.block in blocked:
-                    rej[10] += 1
+                    rej[_SPOT] += 1
+                elif rec.capacity <= 0:
+                    rej[_CAPACITY] += 1
+                elif blocked is not None and rec.block in blocked:
+                    rej[_BLOCKLISTED] += 1
                 elif not spread_ok:
-                    rej[11] += 1
-                elif (
-                    not current
-                    and terms is not None
-                    and rec.price * (1.0 - terms.discount) > remaining + 1e-9
-                ):
-                    rej[12] += 1
+                    rej[_SPREAD] += 1
+                elif price * pay > remaining:
+                    rej[_BUDGET] += 1
                 else:
                     feasible += 1
-                    key = (rec.gpu, rec.region)
-                    if current:
-                        pri = 0 if rec.offer_id == inp.current_offer else 1
-                    elif key in seen:
+                    if rec.group in seen:
                         continue
-                    else:
-                        seen.add(key)
-                        pri = 2
-                    if terms is None:
-                        terms = inp.terms(name)
-                    score = terms.a * rec.price + terms.b
-                    items.append((pri, score, rec.count - count, name, rec.offer_id, rec))
-    # (pri, score, excess, provider, offer id) is unique, so the record itself is never compared.
-    top = heapq.nsmallest(inp.max_candidates, items)
+                    seen.add(rec.group)
+                    items.append((2, score, rec.count - count, name, rec.offer_id, rec))
+                    if len(items) >= 2 * keep:
+                        items.sort()
+                        del items[keep:]
+                        last = items[-1]
+                        threshold = last[1] if last[0] == 2 else -math.inf
+    items.sort()
     candidates = tuple(
-        make_candidate(i + 1, t[5].offer, inp.terms(t[3]), count, t[0] < 2) for i, t in enumerate(top)
+        make_candidate(i + 1, t[5].offer, inp.terms(t[3]), count, t[0] < 2)
+        for i, t in enumerate(items[:keep])
     )
     counts = {code: rej[i] for i, code in enumerate(CODES) if rej[i]}
-    rejections: tuple[Rejection, ...] = ()
-    if detail:
-        rejections = tuple(reference_rejections(inp))
-    return Decision(uid, candidates, counts, feasible, total, rejections, stale)
+    rejections = tuple(reference_rejections(inp)) if detail else ()
+    return Decision(uid, candidates, counts, feasible, total, rejections, stale, unevaluated=unevaluated)
+
+
+def _current(name: str, cat: ProviderCatalog, inp: RankInputs, rej: list[int], items: list[Item]) -> int:
+    """The provider the pod already runs on: static filters only, every offer kept, listed first."""
+    feasible = 0
+    for rec in cat.offers:
+        out = _static_reason(rec, inp.need)
+        if out is not None:
+            rej[_IDX[out[0]]] += 1
+            continue
+        feasible += 1
+        score = inp.terms(name).score(rec.price)
+        pri = 0 if rec.offer_id == inp.current_offer else 1
+        items.append((pri, score, rec.count - inp.need.gpu_count, name, rec.offer_id, rec))
+    return feasible
+
+
+def _static_reason(rec: IndexedOffer, need: Need) -> tuple[str, str] | None:
+    for code, check in f.OFFER_FILTERS:
+        reason = check(rec.offer, need)
+        if reason is not None:
+            return (code, reason)
+    return None
 
 
 def reference_reason(name: str, rec: IndexedOffer, inp: RankInputs) -> tuple[str, str] | None:
     """Why this offer is out, by the reference filter functions, or ``None`` if feasible."""
-    need, offer = inp.need, rec.offer
+    need = inp.need
     reason = f.provider_reason(name, need)
     if reason is not None:
         return (f.PROVIDER, reason)
@@ -162,12 +207,9 @@ def reference_reason(name: str, rec: IndexedOffer, inp: RankInputs) -> tuple[str
         bad = inp.unusable(name)
         if bad is not None:
             return bad
-    for code, check in f.OFFER_FILTERS:
-        reason = check(offer, need)
-        if reason is not None:
-            return (code, reason)
-    if current:
-        return None
+    static = _static_reason(rec, need)
+    if static is not None or current:
+        return static
     checks = (
         (f.CAPACITY, f.capacity_reason(rec.capacity)),
         (f.BLOCKLISTED, f.blocklist_reason(rec.block in inp.blocked)),

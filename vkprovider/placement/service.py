@@ -49,6 +49,8 @@ from vkprovider.placement.types import Attempt, Candidate, Decision, Placement, 
 
 log = logging.getLogger(__name__)
 
+_TERMS_MAX_AGE = 5.0
+
 
 class NotPlaced(Unschedulable):
     """No candidate took the pod; carries the decision and warnings for Events/annotations."""
@@ -93,6 +95,8 @@ class Placer:
         self.budgets = Budgets(cfg.namespace_budgets, cfg.default_namespace_budget)
         self.spread = Spread()
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
+        self._terms: dict[str, ProviderTerms] = {}
+        self._terms_key: tuple[int, int] = (-1, -1)
 
     # Catalog ------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -110,13 +114,7 @@ class Placer:
         Raises ``InvalidRequest(reason="InvalidAnnotation")`` for a bad placement annotation.
         """
         need = effective_need(request, parse_constraints(ctx.annotations), self.config)
-        cache: dict[str, ProviderTerms] = {}
-
-        def terms(name: str) -> ProviderTerms:
-            found = cache.get(name)
-            if found is None:
-                found = cache[name] = provider_terms(name, self.config, self.health)
-            return found
+        terms = self._terms_now()
 
         uid, share = request.uid, need.spread_max_share
         inp = RankInputs(
@@ -132,6 +130,22 @@ class Placer:
             max_candidates=self.config.max_candidates,
         )
         return rank_offers(uid, inp, stale=self.catalog.stale(), detail=detail)
+
+    def _terms_now(self) -> Callable[[str], ProviderTerms]:
+        """Memoised scoring terms; recomputed when health changes or every few seconds (the
+        failure window slides with time)."""
+        key = (self.health.version, int(self._clock() // _TERMS_MAX_AGE))
+        if key != self._terms_key:
+            self._terms_key, self._terms = key, {}
+        cache = self._terms
+
+        def terms(name: str) -> ProviderTerms:
+            found = cache.get(name)
+            if found is None:
+                found = cache[name] = provider_terms(name, self.config, self.health)
+            return found
+
+        return terms
 
     async def deploy(self, request: DeploymentRequest, ctx: PodContext) -> Placement:
         decision = self.rank(request, ctx)

@@ -93,6 +93,7 @@ class Decision:
     stale: tuple[str, ...] = ()  # providers whose catalog is stale (last refresh failed)
     chosen: Candidate | None = None  # set by deploy to the candidate that took the pod
     attempts: tuple[Attempt, ...] = ()
+    unevaluated: int = 0  # offers skipped unchecked: priced out of the top max_candidates
 
     @property
     def best(self) -> Candidate | None:
