@@ -1,0 +1,335 @@
+"""Conversion between the pydantic models of the plugin API and the protobuf messages.
+
+Written field by field (not via JSON) so that every field is typed and a missing mapping is a
+mypy or test failure, and so that a malformed reply (unknown phase, values pydantic rejects)
+raises :class:`MalformedReply`, which the host turns into ``Transient``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from google.protobuf import timestamp_pb2
+from pydantic import ValidationError
+
+from vkprovider.models import (
+    Capabilities,
+    Container,
+    ContainerState,
+    ContainerStatus,
+    DeploymentRequest,
+    DeploymentStatus,
+    EnvVar,
+    FileMount,
+    LogOptions,
+    Offer,
+    Phase,
+    Port,
+    ProviderInfo,
+    RegistryCredential,
+)
+from vkprovider.plugins._generated import provider_pb2 as pb
+
+T = TypeVar("T")
+
+PHASE_TO_PB: dict[Phase, int] = {
+    Phase.PENDING: pb.PHASE_PENDING,
+    Phase.RUNNING: pb.PHASE_RUNNING,
+    Phase.SUCCEEDED: pb.PHASE_SUCCEEDED,
+    Phase.FAILED: pb.PHASE_FAILED,
+    Phase.UNKNOWN: pb.PHASE_UNKNOWN,
+}
+PHASE_FROM_PB: dict[int, Phase] = {v: k for k, v in PHASE_TO_PB.items()}
+
+STATE_TO_PB: dict[ContainerState, int] = {
+    ContainerState.WAITING: pb.CONTAINER_STATE_WAITING,
+    ContainerState.RUNNING: pb.CONTAINER_STATE_RUNNING,
+    ContainerState.TERMINATED: pb.CONTAINER_STATE_TERMINATED,
+}
+STATE_FROM_PB: dict[int, ContainerState] = {v: k for k, v in STATE_TO_PB.items()}
+
+
+class MalformedReply(ValueError):
+    """A message that does not describe a valid model (unknown enum, rejected value)."""
+
+
+def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def _dt(msg: timestamp_pb2.Timestamp) -> datetime:
+    return msg.ToDatetime(tzinfo=UTC)
+
+
+# ---- identity and catalog ------------------------------------------------------------------
+
+
+def info_to_pb(info: ProviderInfo) -> pb.ProviderInfo:
+    caps = info.capabilities
+    return pb.ProviderInfo(
+        name=info.name,
+        adapter=info.adapter,
+        version=info.version,
+        capabilities=pb.Capabilities(
+            logs=caps.logs, metrics=caps.metrics, update_in_place=caps.update_in_place, watch=caps.watch
+        ),
+    )
+
+
+def info_from_pb(msg: pb.ProviderInfo, *, name: str) -> ProviderInfo:
+    c = msg.capabilities
+    return _checked(
+        lambda: ProviderInfo(
+            name=name,
+            adapter=msg.adapter,
+            version=msg.version,
+            capabilities=Capabilities(
+                logs=c.logs, metrics=c.metrics, update_in_place=c.update_in_place, watch=c.watch
+            ),
+        )
+    )
+
+
+def offer_to_pb(o: Offer) -> pb.Offer:
+    return pb.Offer(
+        provider=o.provider,
+        offer_id=o.offer_id,
+        gpu_type=o.gpu_type,
+        gpu_count=o.gpu_count,
+        gpu_memory_gb=o.gpu_memory_gb,
+        region=o.region,
+        price_per_hour=o.price_per_hour,
+        capacity=o.capacity,
+        spot=o.spot,
+        cpu=o.cpu,
+        memory_gb=o.memory_gb,
+    )
+
+
+def offer_from_pb(m: pb.Offer) -> Offer:
+    return _checked(
+        lambda: Offer(
+            provider=m.provider,
+            offer_id=m.offer_id,
+            gpu_type=m.gpu_type,
+            gpu_count=m.gpu_count,
+            gpu_memory_gb=m.gpu_memory_gb,
+            region=m.region,
+            price_per_hour=m.price_per_hour,
+            capacity=m.capacity,
+            spot=m.spot,
+            cpu=m.cpu,
+            memory_gb=m.memory_gb,
+        )
+    )
+
+
+# ---- the request ---------------------------------------------------------------------------
+
+
+def _container_to_pb(c: Container) -> pb.Container:
+    return pb.Container(
+        name=c.name,
+        image=c.image,
+        command=c.command,
+        args=c.args,
+        env=[pb.EnvVar(name=e.name, value=e.value, secret=e.secret) for e in c.env],
+        ports=[pb.Port(container_port=p.container_port, protocol=p.protocol, name=p.name) for p in c.ports],
+        working_dir=c.working_dir,
+        cpu=c.cpu,
+        memory_bytes=c.memory_bytes,
+        files=[pb.FileMount(path=f.path, content=f.content, mode=f.mode, secret=f.secret) for f in c.files],
+    )
+
+
+def _container_from_pb(c: pb.Container) -> Container:
+    return Container(
+        name=c.name,
+        image=c.image,
+        command=list(c.command),
+        args=list(c.args),
+        env=[EnvVar(name=e.name, value=e.value, secret=e.secret) for e in c.env],
+        ports=[
+            Port(container_port=p.container_port, protocol=p.protocol or "TCP", name=p.name) for p in c.ports
+        ],
+        working_dir=c.working_dir,
+        cpu=c.cpu,
+        memory_bytes=c.memory_bytes,
+        files=[FileMount(path=f.path, content=f.content, mode=f.mode, secret=f.secret) for f in c.files],
+    )
+
+
+def request_to_pb(r: DeploymentRequest) -> pb.DeploymentRequest:
+    msg = pb.DeploymentRequest(
+        uid=r.uid,
+        namespace=r.namespace,
+        name=r.name,
+        node_name=r.node_name,
+        containers=[_container_to_pb(c) for c in r.containers],
+        init_containers=[_container_to_pb(c) for c in r.init_containers],
+        gpu_count=r.gpu_count,
+        gpu_memory_gb=r.gpu_memory_gb,
+        spot=r.spot,
+        restart_policy=r.restart_policy,
+        registry_credentials=[
+            pb.RegistryCredential(server=c.server, username=c.username, password=c.password)
+            for c in r.registry_credentials
+        ],
+        labels={**r.labels, **r.tags()},
+        annotations=r.annotations,
+    )
+    if r.gpu_type is not None:
+        msg.gpu_type = r.gpu_type
+    if r.offer_id is not None:
+        msg.offer_id = r.offer_id
+    if r.region is not None:
+        msg.region = r.region
+    return msg
+
+
+def request_from_pb(m: pb.DeploymentRequest) -> DeploymentRequest:
+    return _checked(
+        lambda: DeploymentRequest(
+            uid=m.uid,
+            namespace=m.namespace,
+            name=m.name,
+            node_name=m.node_name,
+            containers=[_container_from_pb(c) for c in m.containers],
+            init_containers=[_container_from_pb(c) for c in m.init_containers],
+            gpu_type=m.gpu_type if m.HasField("gpu_type") else None,
+            gpu_count=m.gpu_count,
+            gpu_memory_gb=m.gpu_memory_gb,
+            offer_id=m.offer_id if m.HasField("offer_id") else None,
+            region=m.region if m.HasField("region") else None,
+            spot=m.spot,
+            restart_policy=m.restart_policy or "Always",
+            registry_credentials=[
+                RegistryCredential(server=c.server, username=c.username, password=c.password)
+                for c in m.registry_credentials
+            ],
+            labels=dict(m.labels),
+            annotations=dict(m.annotations),
+        )
+    )
+
+
+def log_options_to_pb(o: LogOptions) -> pb.LogOptions:
+    msg = pb.LogOptions(container=o.container, follow=o.follow, timestamps=o.timestamps)
+    if o.tail_lines is not None:
+        msg.tail_lines = o.tail_lines
+    if o.since_seconds is not None:
+        msg.since_seconds = o.since_seconds
+    if o.limit_bytes is not None:
+        msg.limit_bytes = o.limit_bytes
+    return msg
+
+
+def log_options_from_pb(m: pb.LogOptions) -> LogOptions:
+    return _checked(
+        lambda: LogOptions(
+            container=m.container,
+            follow=m.follow,
+            tail_lines=m.tail_lines if m.HasField("tail_lines") else None,
+            since_seconds=m.since_seconds if m.HasField("since_seconds") else None,
+            limit_bytes=m.limit_bytes if m.HasField("limit_bytes") else None,
+            timestamps=m.timestamps,
+        )
+    )
+
+
+# ---- status --------------------------------------------------------------------------------
+
+
+def _container_status_to_pb(c: ContainerStatus) -> pb.ContainerStatus:
+    msg = pb.ContainerStatus(
+        name=c.name,
+        state=STATE_TO_PB[c.state],  # type: ignore[arg-type]
+        ready=c.ready,
+        restart_count=c.restart_count,
+        reason=c.reason,
+        message=c.message,
+        started_at=_ts(c.started_at),
+        finished_at=_ts(c.finished_at),
+        image=c.image,
+    )
+    if c.exit_code is not None:
+        msg.exit_code = c.exit_code
+    return msg
+
+
+def _container_status_from_pb(c: pb.ContainerStatus) -> ContainerStatus:
+    state = STATE_FROM_PB.get(c.state)
+    if state is None:
+        raise MalformedReply(f"container {c.name!r}: unknown container state {c.state}")
+    return ContainerStatus(
+        name=c.name,
+        state=state,
+        ready=c.ready,
+        restart_count=c.restart_count,
+        reason=c.reason,
+        message=c.message,
+        exit_code=c.exit_code if c.HasField("exit_code") else None,
+        started_at=_dt(c.started_at) if c.HasField("started_at") else None,
+        finished_at=_dt(c.finished_at) if c.HasField("finished_at") else None,
+        image=c.image,
+    )
+
+
+def status_to_pb(s: DeploymentStatus) -> pb.DeploymentStatus:
+    msg = pb.DeploymentStatus(
+        uid=s.uid,
+        phase=PHASE_TO_PB[s.phase],  # type: ignore[arg-type]
+        ready=s.ready,
+        node_name=s.node_name,
+        provider_id=s.provider_id,
+        offer_id=s.offer_id,
+        reason=s.reason,
+        message=s.message,
+        started_at=_ts(s.started_at),
+        containers=[_container_status_to_pb(c) for c in s.containers],
+    )
+    if s.ip is not None:
+        msg.ip = s.ip
+    if s.endpoint is not None:
+        msg.endpoint = s.endpoint
+    if s.price_per_hour is not None:
+        msg.price_per_hour = s.price_per_hour
+    return msg
+
+
+def status_from_pb(m: pb.DeploymentStatus) -> DeploymentStatus:
+    phase = PHASE_FROM_PB.get(m.phase)
+    if phase is None:
+        raise MalformedReply(f"deployment {m.uid!r}: unknown phase {m.phase}")
+    return _checked(
+        lambda: DeploymentStatus(
+            uid=m.uid,
+            phase=phase,
+            ready=m.ready,
+            node_name=m.node_name,
+            provider_id=m.provider_id,
+            offer_id=m.offer_id,
+            ip=m.ip if m.HasField("ip") else None,
+            endpoint=m.endpoint if m.HasField("endpoint") else None,
+            reason=m.reason,
+            message=m.message,
+            started_at=_dt(m.started_at) if m.HasField("started_at") else None,
+            containers=[_container_status_from_pb(c) for c in m.containers],
+            price_per_hour=m.price_per_hour if m.HasField("price_per_hour") else None,
+        )
+    )
+
+
+def _checked(build: Callable[[], T]) -> T:
+    try:
+        return build()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(root)"
+        raise MalformedReply(f"{exc.title}.{field}: {first['msg']}") from None

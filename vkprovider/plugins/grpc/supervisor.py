@@ -1,0 +1,272 @@
+"""Run an out-of-process plugin: launch, handshake, health, restart with backoff, graceful stop.
+
+Command mode: start ``config.command``, read the handshake line (``handshake.py``) from its
+stdout, dial the address, wait for the standard health service to report SERVING. If the process
+exits (or stops answering health checks) it is restarted after an exponential backoff; the backoff
+resets once a plugin has stayed up for ``stable_seconds``. Callers never hang on a dead plugin:
+an RPC in flight fails with UNAVAILABLE as the socket closes (``Transient``), and ``channel()``
+waits for a restart only within the caller's deadline, or fails at once while in backoff.
+Shutdown sends SIGTERM, waits ``shutdown_grace_seconds``, then SIGKILL, always to the PID we
+started, never by name. Address mode: dial ``config.address`` (a sidecar someone else runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+
+from vkprovider.errors import Transient
+from vkprovider.plugins.grpc.channel import AddressChannel, check_health, open_channel
+from vkprovider.plugins.grpc.handshake import ADDRESS_ENV, HandshakeError, is_handshake, parse_handshake
+
+log = logging.getLogger(__name__)
+
+
+class PluginSpec(Protocol):
+    """What the supervisor reads from ``vkprovider.config.GrpcPluginConfig``.
+
+    A structural type, because ``vkprovider.config`` sits above this layer (it imports placement).
+    """
+
+    @property
+    def command(self) -> list[str] | None: ...
+    @property
+    def address(self) -> str | None: ...
+    @property
+    def call_timeout_seconds(self) -> float: ...
+    @property
+    def shutdown_grace_seconds(self) -> float: ...
+
+
+class PluginStartError(Exception):
+    """The plugin did not print a valid handshake or never became healthy."""
+
+
+class PluginSupervisor:
+    """A :class:`~vkprovider.plugins.grpc.channel.ChannelSource` that owns the plugin process."""
+
+    def __init__(
+        self,
+        name: str,
+        config: PluginSpec,
+        *,
+        start_timeout: float = 15.0,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 30.0,
+        stable_seconds: float = 30.0,
+        health_interval: float = 10.0,
+        health_failures: int = 3,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.start_timeout = start_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stable_seconds = stable_seconds
+        self.health_interval = health_interval
+        self.health_failures = health_failures
+        self.restarts = 0
+        self.process: asyncio.subprocess.Process | None = None
+        self._address_channel = AddressChannel(config.address) if config.address else None
+        self._channel: grpc.aio.Channel | None = None
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._backoff_until = 0.0
+        self._last_error = ""
+        self._sockdir: str | None = None
+        self._log_tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pid(self) -> int | None:
+        proc = self.process
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    async def start(self) -> None:
+        """Start supervising (idempotent) and wait until the plugin is healthy or start fails."""
+        if self._address_channel is not None:
+            channel = await self._address_channel.channel()
+            if not await check_health(channel, self.start_timeout):
+                raise Transient(f"plugin at {self.config.address} is not SERVING", provider=self.name)
+            return
+        await self.channel()
+
+    async def channel(self) -> grpc.aio.Channel:
+        if self._address_channel is not None:
+            return await self._address_channel.channel()
+        if self._stopping:
+            raise Transient("plugin is shutting down", provider=self.name)
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"plugin-supervisor-{self.name}")
+        loop = asyncio.get_running_loop()
+        if not self._ready.is_set() and loop.time() < self._backoff_until:
+            wait = self._backoff_until - loop.time()
+            raise Transient(
+                f"plugin is down ({self._last_error}); restarting in {wait:.1f}s", provider=self.name
+            )
+        await self._ready.wait()
+        assert self._channel is not None
+        return self._channel
+
+    # ---- the supervision loop --------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sockdir = tempfile.mkdtemp(prefix="vkp-")
+        attempt = 0
+        while not self._stopping:
+            started = loop.time()
+            try:
+                await self._launch(attempt)
+                await self._run_until_exit()
+            except PluginStartError as exc:
+                self._last_error = str(exc)
+                log.error("plugin %s failed to start: %s", self.name, exc, extra={"provider": self.name})
+            finally:
+                self._ready.clear()
+                await self._drop_channel()
+                await self._terminate()
+            if self._stopping:
+                break
+            if loop.time() - started >= self.stable_seconds:
+                attempt = 0
+            delay = min(self.backoff_initial * 2**attempt, self.backoff_max)
+            attempt += 1
+            self.restarts += 1
+            self._backoff_until = loop.time() + delay
+            log.warning(
+                "plugin %s is down (%s); restart %d in %.1fs",
+                self.name,
+                self._last_error,
+                self.restarts,
+                delay,
+                extra={"provider": self.name},
+            )
+            await asyncio.sleep(delay)
+
+    async def _launch(self, attempt: int) -> None:
+        assert self.config.command and self._sockdir is not None
+        suggested = f"unix:{Path(self._sockdir) / f'plugin-{self.restarts}.sock'}"
+        env = {**os.environ, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.config.command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+            )
+        except OSError as exc:
+            raise PluginStartError(f"cannot run {self.config.command[0]!r}: {exc}") from None
+        self.process = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        self._pipe_to_log(proc.stderr, logging.WARNING)
+        try:
+            async with asyncio.timeout(self.start_timeout):
+                address = await self._read_handshake(proc.stdout)
+                self._pipe_to_log(proc.stdout, logging.INFO)
+                channel = open_channel(address)
+                self._channel = channel
+                while not await check_health(channel, timeout=1.0):
+                    if proc.returncode is not None:
+                        raise PluginStartError(f"plugin exited with code {proc.returncode}")
+        except TimeoutError:
+            raise PluginStartError(
+                f"no handshake and healthy server within {self.start_timeout:g}s"
+            ) from None
+        log.info(
+            "plugin %s serving at %s (pid %d)", self.name, address, proc.pid, extra={"provider": self.name}
+        )
+        self._ready.set()
+
+    async def _read_handshake(self, stdout: asyncio.StreamReader) -> str:
+        while True:
+            raw = await stdout.readline()
+            if not raw:
+                code = await self.process.wait() if self.process else None
+                raise PluginStartError(f"plugin exited (code {code}) before printing its handshake")
+            line = raw.decode(errors="replace").rstrip()
+            if is_handshake(line):
+                try:
+                    return parse_handshake(line).address
+                except HandshakeError as exc:
+                    raise PluginStartError(str(exc)) from None
+            log.info("plugin %s: %s", self.name, line, extra={"provider": self.name})
+
+    async def _run_until_exit(self) -> None:
+        """Wait for the process to exit; kill it if it stops answering health checks."""
+        proc, channel = self.process, self._channel
+        assert proc is not None and channel is not None
+        exited = asyncio.ensure_future(proc.wait())
+        failures = 0
+        try:
+            while True:
+                done, _ = await asyncio.wait({exited}, timeout=self.health_interval)
+                if done:
+                    self._last_error = f"exited with code {proc.returncode}"
+                    return
+                healthy = await check_health(channel, timeout=min(self.health_interval, 5.0))
+                failures = 0 if healthy else failures + 1
+                if failures >= self.health_failures:
+                    self._last_error = f"failed {failures} health checks"
+                    log.error("plugin %s is unhealthy; killing pid %d", self.name, proc.pid)
+                    proc.kill()
+        finally:
+            exited.cancel()
+
+    def _pipe_to_log(self, stream: asyncio.StreamReader, level: int) -> None:
+        async def pump() -> None:
+            while line := await stream.readline():
+                text = line.decode(errors="replace").rstrip()
+                log.log(level, "plugin %s: %s", self.name, text, extra={"provider": self.name})
+
+        task = asyncio.create_task(pump())
+        self._log_tasks.add(task)
+        task.add_done_callback(self._log_tasks.discard)
+
+    async def _drop_channel(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.close(None)
+
+    async def _terminate(self) -> None:
+        """SIGTERM, wait the grace period, SIGKILL: always by our own PID."""
+        proc = self.process
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            async with asyncio.timeout(self.config.shutdown_grace_seconds):
+                await proc.wait()
+                return
+        except TimeoutError:
+            log.warning("plugin %s ignored SIGTERM; killing pid %d", self.name, proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+    async def close(self) -> None:
+        """Stop the plugin (graceful, then forced) and stop supervising."""
+        self._stopping = True
+        if self._address_channel is not None:
+            await self._address_channel.close()
+            return
+        await self._terminate()
+        if self._task is not None:
+            self._task.cancel()  # it may be waiting out a backoff or a handshake
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            await self._terminate()
+        for task in list(self._log_tasks):
+            task.cancel()
+        if self._sockdir is not None:
+            shutil.rmtree(self._sockdir, ignore_errors=True)

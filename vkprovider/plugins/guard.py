@@ -1,0 +1,197 @@
+"""A thin guard around every provider: adapter bugs become ``Transient``, never a crashed service.
+
+Adapters are third-party code. The guard checks what they return (types, phases, the UID asked
+for, node scoping of ``list``, size) and turns anything unexpected, including a bare exception,
+into a logged ``Transient`` naming the provider, so the pod is retried instead of the service
+dying. ``ProviderError`` subclasses pass through unchanged (with the provider name filled in).
+Cancellation is never swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from vkprovider.errors import ProviderError, Transient
+from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, Phase, ProviderInfo
+from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Largest accepted serialized status/info/offer and log chunk (gRPC's default message limit).
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+LOG_CHUNK_BYTES = 1024 * 1024
+
+
+class AdapterBug(Exception):
+    """A reply that breaks the contract; reported as ``Transient``."""
+
+
+def _check_size(model: BaseModel, what: str) -> None:
+    size = len(model.__pydantic_serializer__.to_json(model))
+    if size > MAX_MESSAGE_BYTES:
+        raise AdapterBug(f"{what} is oversized ({size} bytes > {MAX_MESSAGE_BYTES})")
+
+
+def check_status(status: object, *, uid: str | None = None, node_name: str | None = None) -> DeploymentStatus:
+    """Return ``status`` if it is a valid ``DeploymentStatus`` (for ``uid``/``node_name``), else raise."""
+    if not isinstance(status, DeploymentStatus):
+        raise AdapterBug(f"expected DeploymentStatus, got {type(status).__name__}")
+    if not isinstance(status.phase, Phase):
+        raise AdapterBug(f"deployment {status.uid!r}: unknown phase {status.phase!r}")
+    if uid is not None and status.uid != uid:
+        raise AdapterBug(f"asked for uid {uid!r}, got status for {status.uid!r}")
+    if node_name is not None and status.node_name and status.node_name != node_name:
+        raise AdapterBug(
+            f"list/watch for node {node_name!r} returned {status.uid!r} of node {status.node_name!r}"
+        )
+    _check_size(status, f"status of {status.uid!r}")
+    return status
+
+
+class GuardedProvider:
+    """Wraps a :class:`Provider`; see the module docstring."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self._name = inner.name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def _call(self, op: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except ProviderError as exc:
+            if exc.provider is None:
+                exc.provider = self._name
+            raise
+        except Exception as exc:
+            raise self._bug(op, exc) from exc
+
+    def _bug(self, op: str, exc: Exception) -> Transient:
+        kind = "malformed reply" if isinstance(exc, AdapterBug) else f"unexpected {type(exc).__name__}"
+        log.error("provider %s: %s in %s: %s", self._name, kind, op, exc, extra={"provider": self._name})
+        return Transient(f"adapter error in {op}: {kind}: {exc}", provider=self._name)
+
+    async def info(self) -> ProviderInfo:
+        info = await self._call("info", self.inner.info())
+        try:
+            if not isinstance(info, ProviderInfo):
+                raise AdapterBug(f"expected ProviderInfo, got {type(info).__name__}")
+            _check_size(info, "info")
+        except AdapterBug as exc:
+            raise self._bug("info", exc) from exc
+        return info
+
+    async def probe(self) -> None:
+        await self._call("probe", self.inner.probe())
+
+    async def offers(self) -> list[Offer]:
+        offers = await self._call("offers", self.inner.offers())
+        try:
+            if not isinstance(offers, list) or not all(isinstance(o, Offer) for o in offers):
+                raise AdapterBug("offers() must return a list of Offer")
+            total = sum(len(o.__pydantic_serializer__.to_json(o)) for o in offers)
+            if total > MAX_MESSAGE_BYTES:
+                raise AdapterBug(f"catalog is oversized ({total} bytes)")
+        except AdapterBug as exc:
+            raise self._bug("offers", exc) from exc
+        return offers
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        status = await self._call("deploy", self.inner.deploy(request))
+        return self._checked("deploy", status, uid=request.uid)
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        status = await self._call("get", self.inner.get(uid))
+        return self._checked("get", status, uid=uid)
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        statuses = await self._call("list", self.inner.list(node_name))
+        if not isinstance(statuses, list):
+            raise self._bug("list", AdapterBug(f"expected a list, got {type(statuses).__name__}"))
+        return [self._checked("list", s, node_name=node_name) for s in statuses]
+
+    async def delete(self, uid: str) -> None:
+        await self._call("delete", self.inner.delete(uid))
+
+    async def close(self) -> None:
+        await self._call("close", self.inner.close())
+
+    def _checked(
+        self, op: str, status: object, *, uid: str | None = None, node_name: str | None = None
+    ) -> DeploymentStatus:
+        try:
+            return check_status(status, uid=uid, node_name=node_name)
+        except AdapterBug as exc:
+            raise self._bug(op, exc) from exc
+
+    async def _stream(self, op: str, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        iterator = aiter(stream)
+        try:
+            while True:
+                try:
+                    item = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                except ProviderError as exc:
+                    if exc.provider is None:
+                        exc.provider = self._name
+                    raise
+                except Exception as exc:
+                    raise self._bug(op, exc) from exc
+                yield item
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class _LogsMixin(GuardedProvider):
+    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        assert isinstance(self.inner, SupportsLogs)
+        async for chunk in self._stream("logs", self.inner.logs(uid, options)):
+            if not isinstance(chunk, bytes):
+                raise self._bug("logs", AdapterBug(f"log chunk must be bytes, got {type(chunk).__name__}"))
+            for start in range(0, len(chunk), LOG_CHUNK_BYTES):
+                yield chunk[start : start + LOG_CHUNK_BYTES]
+
+
+class _WatchMixin(GuardedProvider):
+    async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
+        assert isinstance(self.inner, SupportsWatch)
+        async for status in self._stream("watch", self.inner.watch(node_name)):
+            yield self._checked("watch", status, node_name=node_name)
+
+
+class GuardedLogsProvider(_LogsMixin):
+    """Guard for a provider with ``logs``."""
+
+
+class GuardedWatchProvider(_WatchMixin):
+    """Guard for a provider with ``watch``."""
+
+
+class GuardedLogsWatchProvider(_LogsMixin, _WatchMixin):
+    """Guard for a provider with ``logs`` and ``watch``."""
+
+
+def guard(provider: Provider) -> GuardedProvider:
+    """Wrap ``provider`` (idempotent); the wrapper has ``logs``/``watch`` only if the adapter has."""
+    if isinstance(provider, GuardedProvider):
+        return provider
+    logs, watch = isinstance(provider, SupportsLogs), isinstance(provider, SupportsWatch)
+    if logs and watch:
+        return GuardedLogsWatchProvider(provider)
+    if logs:
+        return GuardedLogsProvider(provider)
+    if watch:
+        return GuardedWatchProvider(provider)
+    return GuardedProvider(provider)
