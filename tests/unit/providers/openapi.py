@@ -8,6 +8,7 @@ from the spec fails the test that built it.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from functools import cache
@@ -23,6 +24,9 @@ from referencing.jsonschema import DRAFT202012
 SPECS_DIR = Path(
     os.environ.get("VKPROVIDER_SPECS_DIR", Path(__file__).resolve().parents[4] / "shared" / "specs")
 )
+
+
+_NO_EXAMPLE: Any = object()
 
 
 def _pointer(*parts: str) -> str:
@@ -79,6 +83,42 @@ class OpenApiDoc:
         if "examples" in media:
             return next(iter(media["examples"].values()))["value"]
         return media["example"]
+
+    def response_schema(self, method: str, path: str, status: int | str) -> Any:
+        _, media = self._media(method, path, "responses", str(status))
+        return media["schema"]
+
+    def resolve(self, schema: Any) -> Any:
+        """Follow a local ``$ref`` (``#/components/...``) to the schema it names."""
+        while isinstance(schema, dict) and "$ref" in schema:
+            node: Any = self.doc
+            for part in schema["$ref"].removeprefix("#/").split("/"):
+                node = node[part.replace("~1", "/").replace("~0", "~")]
+            schema = node
+        return schema
+
+    def example_from_schema(self, schema: Any) -> Any:
+        """An instance assembled from the per-property ``example``s the spec publishes.
+
+        Used where a response has no whole example (Vast.ai instances): every property with an
+        example contributes it, so the mock carries exactly the published field shapes.
+        """
+        schema = self.resolve(schema)
+        if "example" in schema:
+            return copy.deepcopy(schema["example"])
+        if isinstance(schema.get("examples"), list) and schema["examples"]:
+            return copy.deepcopy(schema["examples"][0])
+        if "properties" in schema:
+            built = {}
+            for name, sub in schema["properties"].items():
+                value = self.example_from_schema(sub)
+                if value is not _NO_EXAMPLE:
+                    built[name] = value
+            return built
+        if schema.get("type") == "array" and "items" in schema:
+            item = self.example_from_schema(schema["items"])
+            return [] if item is _NO_EXAMPLE else [item]
+        return _NO_EXAMPLE
 
     def request_example(self, method: str, path: str) -> Any:
         _, media = self._media(method, path, "requestBody")

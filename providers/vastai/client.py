@@ -1,0 +1,233 @@
+"""HTTP calls to the Vast.ai REST API, and the one function that turns failures into error classes.
+
+Shapes follow ``vastai.openapi.yaml`` (see docs/providers.md). Paths are written exactly as the
+spec lists them (no trailing slash). Every call goes through ``_request`` so transport failures,
+HTTP errors and undecodable bodies all end in ``map_error``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import re
+from typing import Any
+
+import httpx
+
+from vkprovider.plugins.api import (
+    InvalidRequest,
+    NoCapacity,
+    NotFound,
+    ProviderError,
+    QuotaOrBilling,
+    Transient,
+)
+
+from .secrets import ApiKeySource, BearerAuth
+
+log = logging.getLogger(__name__)
+
+
+class Op(enum.Enum):
+    """What was being attempted; Vast.ai reuses status codes with per-endpoint meanings."""
+
+    SEARCH = "search"
+    CREATE = "create"
+    READ = "read"
+    DELETE = "delete"
+    LOGS = "logs"
+
+
+_BILLING_WORDING = re.compile(r"credit|balance|billing|payment", re.IGNORECASE)
+_CAPACITY_WORDING = re.compile(
+    r"no_such_ask|not available|no longer available|unavailable|rented", re.IGNORECASE
+)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _detail(response: httpx.Response) -> str:
+    """``error: msg`` (or ``detail``) from a Vast.ai error body, or a clipped raw body."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.text[:200] or response.reason_phrase
+    if not isinstance(body, dict):
+        return str(body)[:200]
+    parts = [str(body[k]) for k in ("error", "msg", "detail") if body.get(k)]
+    return ": ".join(parts) or response.reason_phrase
+
+
+def map_error(
+    provider: str, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
+) -> ProviderError:
+    """The single mapping from a failed Vast.ai call to a provider error class.
+
+    * transport errors, timeouts, 5xx → ``Transient``; 429 → ``Transient`` honouring ``Retry-After``
+    * 401, 402, and any 400/403 mentioning credit/balance → ``QuotaOrBilling`` (stop, alert)
+    * 404 on offer search → ``QuotaOrBilling``: the spec documents it as "invalid or missing API key"
+    * 404/410 on create (offer gone or taken) and 400/403 on create that read as an unavailable
+      ask → ``NoCapacity``; other 400/403 on create (``invalid_args``, ``invalid_price``…) →
+      ``InvalidRequest``
+    * 404 on read/delete/logs → ``NotFound``; 403 elsewhere → ``QuotaOrBilling`` (key lacks access)
+    * other 4xx → ``InvalidRequest``
+    """
+    if exc is not None:
+        return Transient(f"{op.value}: {type(exc).__name__}", provider=provider)
+    assert response is not None
+    status = response.status_code
+    detail = _detail(response)
+    message = f"{op.value}: HTTP {status}: {detail}"
+    if status == 429 or status >= 500:
+        return Transient(message, provider=provider, retry_after=_retry_after(response))
+    if status in (401, 402) or (status in (400, 403) and _BILLING_WORDING.search(detail)):
+        return QuotaOrBilling(message, provider=provider)
+    if op is Op.SEARCH and status == 404:
+        return QuotaOrBilling(message, provider=provider)
+    if op is Op.CREATE:
+        if status in (404, 410) or (status in (400, 403) and _CAPACITY_WORDING.search(detail)):
+            return NoCapacity(message, provider=provider)
+        if status == 403:
+            return NoCapacity(message, provider=provider)
+        return InvalidRequest(message, provider=provider)
+    if status == 404:
+        return NotFound(message, provider=provider)
+    if status == 403:
+        return QuotaOrBilling(message, provider=provider)
+    return InvalidRequest(message, provider=provider)
+
+
+class VastClient:
+    """One pooled ``httpx.AsyncClient`` per adapter instance; ``transport`` is injectable for tests."""
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        base_url: str,
+        key: ApiKeySource,
+        timeout: float,
+        max_connections: int,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._provider = provider
+        self._key = key
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            auth=BearerAuth(key),
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections),
+            headers={"Accept": "application/json"},
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, op: Op, method: str, path: str, **kwargs: Any) -> Any:
+        """Send, map failures, and return the decoded JSON body (``Transient`` if it is not JSON)."""
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise self._scrubbed(map_error(self._provider, op, exc=exc)) from None
+        if not response.is_success:
+            raise self._scrubbed(map_error(self._provider, op, response=response))
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            log.warning("provider %s: %s returned a body that is not JSON", self._provider, op.value)
+            raise Transient(f"{op.value}: response is not JSON", provider=self._provider) from None
+
+    def _scrubbed(self, error: ProviderError) -> ProviderError:
+        """Defence in depth: an error text must never echo the key, whatever the server sent."""
+        error.message = self._key.scrub(error.message)
+        error.args = (error.message,)
+        return error
+
+    def _field(self, op: Op, body: Any, key: str) -> Any:
+        if not isinstance(body, dict) or key not in body:
+            log.warning("provider %s: %s response lacks %r", self._provider, op.value, key)
+            raise Transient(f"{op.value}: response lacks {key!r}", provider=self._provider)
+        return body[key]
+
+    async def search_offers(self, query: dict[str, Any]) -> list[Any]:
+        body = await self._request(Op.SEARCH, "POST", "/api/v0/bundles", json=query)
+        offers = self._field(Op.SEARCH, body, "offers")
+        if isinstance(offers, dict):  # the spec's own example shows a bare object for one offer
+            return [offers]
+        if not isinstance(offers, list):
+            raise Transient("search: 'offers' is not a list", provider=self._provider)
+        return offers
+
+    async def create_instance(self, ask_id: int, body: dict[str, Any]) -> int:
+        """Accept an ask; returns the new instance id (``new_contract``, not ``id``)."""
+        result = await self._request(Op.CREATE, "PUT", f"/api/v0/asks/{ask_id}", json=body)
+        if isinstance(result, dict) and result.get("success") is False:
+            fake = httpx.Response(400, json=result)
+            raise self._scrubbed(map_error(self._provider, Op.CREATE, response=fake))
+        contract = self._field(Op.CREATE, result, "new_contract")
+        if not isinstance(contract, int) or isinstance(contract, bool):
+            raise Transient("create: 'new_contract' is not an integer", provider=self._provider)
+        return contract
+
+    async def show_instance(self, instance_id: str) -> Any:
+        """One instance, or ``NotFound`` (the API answers ``{"instances": null}`` for unknown ids)."""
+        body = await self._request(Op.READ, "GET", f"/api/v0/instances/{instance_id}")
+        instance = self._field(Op.READ, body, "instances")
+        if instance is None:
+            raise NotFound(f"instance {instance_id} not found", provider=self._provider)
+        return instance
+
+    async def list_instances(self, max_pages: int) -> list[Any]:
+        """Every instance of the account, following ``next_token`` (25 per page)."""
+        instances: list[Any] = []
+        token: str | None = None
+        for _ in range(max_pages):
+            params = {"limit": "25"} if token is None else {"limit": "25", "after_token": token}
+            body = await self._request(Op.READ, "GET", "/api/v1/instances", params=params)
+            page = self._field(Op.READ, body, "instances")
+            if not isinstance(page, list):
+                raise Transient("read: 'instances' is not a list", provider=self._provider)
+            instances.extend(page)
+            token = body.get("next_token")
+            if not token:
+                return instances
+        log.warning("provider %s: instance list truncated after %d pages", self._provider, max_pages)
+        raise Transient(f"read: more than {max_pages} pages of instances", provider=self._provider)
+
+    async def destroy_instance(self, instance_id: str) -> None:
+        """Destroy; an instance that is already gone counts as destroyed."""
+        try:
+            await self._request(Op.DELETE, "DELETE", f"/api/v0/instances/{instance_id}")
+        except NotFound:
+            return
+
+    async def request_logs(self, instance_id: str, body: dict[str, Any]) -> str:
+        result = await self._request(
+            Op.LOGS, "PUT", f"/api/v0/instances/request_logs/{instance_id}", json=body
+        )
+        url = self._field(Op.LOGS, result, "result_url")
+        if not isinstance(url, str) or not url.startswith("https://"):
+            raise Transient("logs: 'result_url' is not an https URL", provider=self._provider)
+        return url
+
+    async def fetch_log_snapshot(self, url: str) -> bytes | None:
+        """The uploaded log file, or ``None`` while it is not there yet. Sent WITHOUT the API key."""
+        try:
+            response = await self._http.get(url, auth=None)
+        except httpx.HTTPError as exc:
+            raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+        if response.status_code in (403, 404):
+            return None
+        if not response.is_success:
+            raise self._scrubbed(map_error(self._provider, Op.LOGS, response=response))
+        return response.content

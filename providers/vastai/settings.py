@@ -1,0 +1,45 @@
+"""Configuration of one Vast.ai provider instance (the ``settings:`` block of its provider entry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+
+class VastAiSettings(BaseModel):
+    """Search filters, instance defaults and the API key (supplied in exactly one of three ways)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = "https://console.vast.ai"
+    api_key: SecretStr | None = Field(default=None, description="inline key; prefer env or file")
+    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
+    api_key_file: Path | None = Field(default=None, description="file holding the key (mounted Secret)")
+    # offer search (POST /api/v0/bundles)
+    verified_only: bool = True
+    min_reliability: float = Field(default=0.98, ge=0, le=1)
+    gpu_names: list[str] = Field(default=[], description="Vast gpu_name values to search; empty = any")
+    num_gpus: list[int] = Field(default=[], description="GPU counts to search; empty = any")
+    countries: list[str] = Field(default=[], description="two-letter country codes; empty = any")
+    max_price_per_hour: float | None = Field(default=None, gt=0)
+    search_limit: int = Field(default=200, ge=1, le=1000)
+    #: Also search interruptible (bid) offers and advertise them as spot offers.
+    interruptible: bool = False
+    #: Bid = offer ``min_bid`` x this; a little above the minimum makes being outbid less likely.
+    bid_multiplier: float = Field(default=1.1, ge=1.0)
+    # instance defaults (PUT /api/v0/asks/{id})
+    disk_gb: float = Field(default=32.0, gt=0)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=20, ge=1)
+    max_list_pages: int = Field(default=200, ge=1, description="25 instances per page")
+    # logs: the API uploads a snapshot to object storage and returns its URL
+    log_fetch_attempts: int = Field(default=10, ge=1)
+    log_fetch_interval_seconds: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> VastAiSettings:
+        given = [self.api_key is not None, bool(self.api_key_env), self.api_key_file is not None]
+        if sum(given) != 1:
+            raise ValueError("set exactly one of api_key, api_key_env or api_key_file")
+        return self
