@@ -32,6 +32,11 @@ Resp = TypeVar("Resp", bound=Message)
 T = TypeVar("T")
 
 
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class GrpcProvider:
     """A :class:`~vkprovider.plugins.api.Provider` (+ logs, watch) backed by a gRPC plugin."""
 
@@ -70,6 +75,15 @@ class GrpcProvider:
             ) from None
         except grpc.RpcError as err:
             raise from_rpc_error(err, provider=self._name) from None
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            raise self._closed_under_call(method.name) from None
+
+    def _closed_under_call(self, method: str) -> Transient:
+        # grpc.aio raises CancelledError in calls on a channel closed under them (the supervisor
+        # drops a dead plugin's channel); that is a failed call, not a cancelled caller.
+        return Transient(f"{method}: plugin connection closed during the call", provider=self._name)
 
     def _decode(self, method: str, decode: Callable[[], T]) -> T:
         try:
@@ -98,6 +112,10 @@ class GrpcProvider:
                 yield reply
         except grpc.RpcError as err:
             raise from_rpc_error(err, provider=self._name) from None
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            raise self._closed_under_call(method.name) from None
         finally:
             call.cancel()
 

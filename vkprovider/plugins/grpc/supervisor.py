@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -64,6 +65,7 @@ class PluginSupervisor:
         stable_seconds: float = 30.0,
         health_interval: float = 10.0,
         health_failures: int = 3,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -73,6 +75,7 @@ class PluginSupervisor:
         self.stable_seconds = stable_seconds
         self.health_interval = health_interval
         self.health_failures = health_failures
+        self.env = dict(env or {})
         self.restarts = 0
         self.process: asyncio.subprocess.Process | None = None
         self._address_channel = AddressChannel(config.address) if config.address else None
@@ -155,7 +158,7 @@ class PluginSupervisor:
     async def _launch(self, attempt: int) -> None:
         assert self.config.command and self._sockdir is not None
         suggested = f"unix:{Path(self._sockdir) / f'plugin-{self.restarts}.sock'}"
-        env = {**os.environ, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.config.command,
