@@ -108,6 +108,7 @@ class Catalog:
                 await self._limiters.acquire(name)
             async with asyncio.timeout(self.timeout_seconds):
                 offers = await self._providers[name].offers()
+            entry.load(offers, self._clock())
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # any adapter failure: fail open to the last catalog
@@ -117,7 +118,6 @@ class Catalog:
                 "offer refresh failed; keeping last catalog", extra={"provider": name, "error": entry.error}
             )
             return False
-        entry.load(offers, self._clock())
         return True
 
     async def refresh_all(self) -> dict[str, bool]:

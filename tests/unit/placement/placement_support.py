@@ -1,0 +1,145 @@
+"""Test helpers: a real in-memory provider (implements the Provider protocol), a manual clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vkprovider.errors import NotFound
+from vkprovider.models import (
+    Capabilities,
+    Container,
+    DeploymentRequest,
+    DeploymentStatus,
+    Offer,
+    Phase,
+    ProviderInfo,
+)
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class MemProvider:
+    """A small but real provider: idempotent deploys keyed by UID, scripted failures."""
+
+    def __init__(
+        self, name: str, offers: Iterable[Offer] = (), failures: Iterable[BaseException] = ()
+    ) -> None:
+        self._name = name
+        self.catalog = list(offers)
+        self.failures = list(failures)  # raised by successive deploy calls, then success
+        self.offers_error: BaseException | None = None
+        self.deploy_calls: list[DeploymentRequest] = []
+        self.deployments: dict[str, DeploymentStatus] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(name=self._name, adapter="mem", version="0", capabilities=Capabilities())
+
+    async def probe(self) -> None:
+        return None
+
+    async def offers(self) -> list[Offer]:
+        if self.offers_error is not None:
+            raise self.offers_error
+        return list(self.catalog)
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        self.deploy_calls.append(request)
+        if self.failures:
+            raise self.failures.pop(0)
+        status = self.deployments.get(request.uid)
+        if status is None:
+            status = DeploymentStatus(
+                uid=request.uid,
+                phase=Phase.PENDING,
+                node_name=request.node_name,
+                offer_id=request.offer_id or "",
+            )
+            self.deployments[request.uid] = status
+        return status
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        if uid not in self.deployments:
+            raise NotFound(uid)
+        return self.deployments[uid]
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        return [s for s in self.deployments.values() if s.node_name == node_name]
+
+    async def delete(self, uid: str) -> None:
+        self.deployments.pop(uid, None)
+
+    async def close(self) -> None:
+        return None
+
+
+def offer(
+    provider: str,
+    offer_id: str,
+    price: float,
+    *,
+    gpu: str = "H100-SXM-80GB",
+    count: int = 1,
+    region: str = "us-east",
+    capacity: int = 5,
+    spot: bool = False,
+    memory: float = 0.0,
+) -> Offer:
+    return Offer(
+        provider=provider,
+        offer_id=offer_id,
+        gpu_type=gpu,
+        gpu_count=count,
+        gpu_memory_gb=memory,
+        region=region,
+        price_per_hour=price,
+        capacity=capacity,
+        spot=spot,
+    )
+
+
+def request(
+    uid: str = "uid-1", *, gpu: str | None = None, count: int = 1, memory: float = 0.0, namespace: str = "ns"
+) -> DeploymentRequest:
+    return DeploymentRequest(
+        uid=uid,
+        namespace=namespace,
+        name=f"pod-{uid}",
+        node_name="vk-external",
+        containers=[Container(name="main", image="img")],
+        gpu_type=gpu,
+        gpu_count=count,
+        gpu_memory_gb=memory,
+    )
+
+
+async def placer_for(*providers: MemProvider, config: object = None, clock: Clock | None = None) -> object:
+    """A refreshed Placer over ``providers`` (typed loosely to keep this module import-light)."""
+    from vkprovider.placement import PlacementConfig, Placer
+
+    clock = clock or Clock()
+    placer = Placer(
+        {p.name: p for p in providers},
+        config if isinstance(config, PlacementConfig) else PlacementConfig(),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    await placer.refresh()
+    return placer
