@@ -1,0 +1,210 @@
+"""The fakecloud adapter: ``Provider`` + ``SupportsLogs`` + ``SupportsWatch`` over the REST API.
+
+One pooled ``httpx.AsyncClient`` per instance; tests may inject a transport. The adapter never
+retries on its own: the service's retry policy decides from the error class. Every response is
+validated into the public models; anything malformed is a ``Transient`` naming the provider.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vkprovider.plugins.api import (
+    LABEL_NODE_NAME,
+    Capabilities,
+    DeploymentRequest,
+    DeploymentStatus,
+    LogOptions,
+    NotFound,
+    Offer,
+    ProviderError,
+    ProviderInfo,
+    Transient,
+    normalize_gpu,
+)
+
+from .mapping import error_for_exception, error_for_response
+from .wire import API_PREFIX, NODE_SELECTOR_PARAM, encode_request
+
+__version__ = "0.1.0"
+
+
+class FakeCloudProvider:
+    class Settings(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        url: str = Field(description="base URL of the fakecloud server, e.g. http://127.0.0.1:8081")
+        timeout_seconds: float = Field(default=5.0, gt=0)
+        api_key: str | None = Field(default=None, repr=False)
+
+    def __init__(
+        self, name: str, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self._name = name
+        self._settings = settings
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=settings.url.rstrip("/") + API_PREFIX,
+            timeout=settings.timeout_seconds,
+            headers=headers,
+            transport=transport,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"FakeCloudProvider(name={self._name!r}, url={self._settings.url!r})"
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise error_for_exception(self._name, exc) from None
+        if response.is_success:
+            return response
+        raise error_for_response(self._name, response)
+
+    def _parse(self, response: httpx.Response, model: type[Any], *, many: bool = False) -> Any:
+        try:
+            body = response.json()
+            if many:
+                if not isinstance(body, list):
+                    raise ValueError("expected a list")
+                return [model.model_validate(item) for item in body]
+            return model.model_validate(body)
+        except (ValueError, ValidationError) as exc:
+            message = f"malformed response from {response.request.url.path}: {str(exc)[:200]}"
+            raise Transient(message, provider=self._name) from None
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(
+            name=self._name,
+            adapter="fakecloud",
+            version=__version__,
+            capabilities=Capabilities(logs=True, watch=True),
+        )
+
+    async def probe(self) -> None:
+        await self._call("GET", "/health")
+
+    async def offers(self) -> builtins.list[Offer]:
+        response = await self._call("GET", "/offers")
+        raw = self._parse(response, _RawOffer, many=True)
+        return [o.to_offer(self._name) for o in raw]
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        body = {"request": encode_request(request), "labels": request.tags()}
+        status: DeploymentStatus = self._parse(
+            await self._call("POST", "/deployments", json=body), DeploymentStatus
+        )
+        return status
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        status: DeploymentStatus = self._parse(
+            await self._call("GET", f"/deployments/{uid}"), DeploymentStatus
+        )
+        return status
+
+    async def list(self, node_name: str) -> builtins.list[DeploymentStatus]:
+        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
+        response = await self._call("GET", "/deployments", params=params)
+        statuses: builtins.list[DeploymentStatus] = self._parse(response, DeploymentStatus, many=True)
+        return statuses
+
+    async def delete(self, uid: str) -> None:
+        try:
+            await self._call("DELETE", f"/deployments/{uid}")
+        except NotFound:
+            return
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        params: dict[str, str | int] = {
+            "follow": str(options.follow).lower(),
+            "timestamps": str(options.timestamps).lower(),
+        }
+        if options.container:
+            params["container"] = options.container
+        for key in ("tail_lines", "since_seconds", "limit_bytes"):
+            value = getattr(options, key)
+            if value is not None:
+                params[key] = value
+        timeout = httpx.Timeout(
+            self._settings.timeout_seconds, read=None if options.follow else self._settings.timeout_seconds
+        )
+        async for chunk in self._stream(f"/deployments/{uid}/logs", params, timeout):
+            yield chunk
+
+    async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
+        """Yields every status change; ends with ``Transient`` if the stream breaks (the caller
+        re-lists and watches again, as with any Kubernetes-style watch)."""
+        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
+        # the server sends a heartbeat at least every few seconds; allow generous slack
+        timeout = httpx.Timeout(
+            self._settings.timeout_seconds, read=max(30.0, 6 * self._settings.timeout_seconds)
+        )
+        buffer = b""
+        async for chunk in self._stream("/watch", params, timeout):
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                status = self._watch_event(line)
+                if status is not None:
+                    yield status
+        raise Transient("watch stream ended", provider=self._name)
+
+    def _watch_event(self, line: bytes) -> DeploymentStatus | None:
+        if not line.strip():
+            return None
+        try:
+            event = json.loads(line)
+            if event.get("type") != "status":
+                return None
+            return DeploymentStatus.model_validate(event["status"])
+        except (ValueError, KeyError, AttributeError, ValidationError) as exc:
+            raise Transient(f"malformed watch event: {str(exc)[:200]}", provider=self._name) from None
+
+    async def _stream(
+        self, path: str, params: dict[str, Any], timeout: httpx.Timeout
+    ) -> AsyncIterator[bytes]:
+        try:
+            async with self._client.stream("GET", path, params=params, timeout=timeout) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise error_for_response(self._name, response)
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+        except ProviderError:
+            raise
+        except httpx.HTTPError as exc:
+            raise error_for_exception(self._name, exc) from None
+
+
+class _RawOffer(BaseModel):
+    """An offer as the server lists it (its own provider name is replaced by the instance name)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    offer_id: str
+    gpu_type: str
+    gpu_count: int = Field(ge=0)
+    gpu_memory_gb: float = Field(ge=0, default=0.0)
+    region: str = ""
+    price_per_hour: float = Field(ge=0)
+    capacity: int = Field(ge=0)
+    spot: bool = False
+    cpu: float = 0.0
+    memory_gb: float = 0.0
+
+    def to_offer(self, provider: str) -> Offer:
+        return Offer(provider=provider, **{**self.model_dump(), "gpu_type": normalize_gpu(self.gpu_type)})

@@ -1,0 +1,96 @@
+"""The fakecloud FastAPI application: API under ``/v1``, test controls under ``/admin``.
+
+Chaos (latency, 5xx, 429, hangs, outage) is applied by one middleware to ``/v1`` only, so the
+admin endpoint always works and tests can turn the misbehaviour off again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from .admin import admin_router
+from .config import FakeCloudConfig, Knobs
+from .routes import api_router
+from .state import ApiError, Store
+from .wire import API_PREFIX
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def _applies(knobs: Knobs, request: Request) -> bool:
+    path_ok = not knobs.paths or any(request.url.path.startswith(p) for p in knobs.paths)
+    method_ok = not knobs.methods or request.method.upper() in (m.upper() for m in knobs.methods)
+    return path_ok and method_ok
+
+
+async def _chaos(store: Store, request: Request) -> Response | None:
+    """Misbehave as the knobs say. Draws the same random numbers on every request so a seeded
+    run is reproducible whichever knobs are on."""
+    knobs = store.knobs
+    if knobs.outage:
+        return error_response(503, "Unavailable", f"{store.config.provider} is down (outage)")
+    if not _applies(knobs, request):
+        return None
+    jitter, hang, limited, failed = (store.rng.random() for _ in range(4))
+    delay = knobs.latency_seconds + jitter * knobs.jitter_seconds
+    if delay > 0:
+        await asyncio.sleep(delay)
+    if hang < knobs.timeout_rate:
+        await asyncio.sleep(knobs.hang_seconds)
+    if limited < knobs.rate_limit_rate:
+        retry = f"{knobs.retry_after_seconds:g}"
+        return error_response(429, "RateLimited", "too many requests", {"Retry-After": retry})
+    if failed < knobs.error_rate:
+        return error_response(knobs.error_status, "InternalError", "injected server error")
+    return None
+
+
+def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAPI:
+    """A fresh app with its own state (``app.state.store``); tests may pass a store with a fake clock."""
+    app = FastAPI(title=f"fakecloud ({config.provider})", version="1")
+    app.state.store = store or Store(config)
+    app.include_router(api_router, prefix=API_PREFIX)
+    app.include_router(admin_router, prefix="/admin")
+
+    @app.middleware("http")
+    async def chaos_and_auth(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        store: Store = request.app.state.store
+        if not request.url.path.startswith(API_PREFIX + "/"):
+            return await call_next(request)
+        response = await _chaos(store, request)
+        if (
+            response is None
+            and config.api_key
+            and request.headers.get("authorization") != f"Bearer {config.api_key}"
+        ):
+            response = error_response(401, "Unauthorized", "missing or wrong API key")
+        if response is None:
+            response = await call_next(request)
+        route = request.scope.get("route")
+        key = f"{request.method} {getattr(route, 'path', request.url.path)}"
+        store.requests[key] = store.requests.get(key, 0) + 1
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = "; ".join(
+            ".".join(str(p) for p in e["loc"]) + ": " + str(e["msg"]) for e in exc.errors()[:5]
+        )
+        return error_response(422, "InvalidRequest", fields or "invalid request")
+
+    return app

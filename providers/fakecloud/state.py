@@ -1,0 +1,196 @@
+"""The simulated cloud's state: offers with live capacity, and deployments whose status is a pure
+function of (creation time, lifecycle timings, now, admin overrides).
+
+Deriving status from the clock instead of running a task per deployment keeps the simulation
+deterministic, cheap (thousands of deployments cost nothing while idle) and easy to reset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from vkprovider.plugins.api import LABEL_POD_UID, DeploymentRequest, DeploymentStatus, Phase
+
+from .config import CatalogEntry, FakeCloudConfig, Knobs
+from .lifecycle import Outcome, status_of
+
+
+class ApiError(Exception):
+    """An error the API returns as ``{"error": {"code", "message"}}`` with ``status``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass
+class OfferState:
+    entry: CatalogEntry
+    capacity: int
+
+
+@dataclass
+class Deployment:
+    uid: str
+    provider_id: str
+    request: DeploymentRequest
+    labels: dict[str, str]
+    offer: CatalogEntry
+    created: float
+    created_wall: datetime
+    ip: str
+    run_seconds: float | None
+    exit_code: int
+    outcome: Outcome | None = None
+    extra_logs: list[tuple[float, str, str]] = field(default_factory=list)
+
+
+def _run_override(request: DeploymentRequest, default: float | None, code: int) -> tuple[float | None, int]:
+    """``FAKECLOUD_RUN_SECONDS``/``FAKECLOUD_EXIT_CODE`` in the first container's env end the run
+    (handy for Jobs in demos); otherwise the config's lifecycle applies."""
+    env = {e.name: e.value for e in request.containers[0].env} if request.containers else {}
+    try:
+        run = float(env["FAKECLOUD_RUN_SECONDS"]) if "FAKECLOUD_RUN_SECONDS" in env else default
+        exit_code = int(env.get("FAKECLOUD_EXIT_CODE", code))
+    except ValueError:
+        raise ApiError(400, "InvalidRequest", "FAKECLOUD_RUN_SECONDS/EXIT_CODE must be numbers") from None
+    return run, exit_code
+
+
+class Store:
+    def __init__(self, config: FakeCloudConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.knobs = config.knobs.model_copy()
+        self.rng = random.Random(config.seed)
+        self.offers: dict[str, OfferState] = {}
+        self.deployments: dict[str, Deployment] = {}
+        #: pod UID → labels of deployments the cloud "lost", so a watch can report them.
+        self.lost: dict[str, dict[str, str]] = {}
+        #: "METHOD /route" → count of API requests served, for tests and the admin stats endpoint.
+        self.requests: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self.reset(config.seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.knobs = self.config.knobs.model_copy()
+        self.rng = random.Random(seed if seed is not None else self.config.seed)
+        self.offers = {e.id: OfferState(e, e.capacity) for e in self.config.catalog}
+        self.deployments.clear()
+        self.lost.clear()
+        self.requests.clear()
+
+    def set_knobs(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    # --- catalog -------------------------------------------------------------------------------
+
+    def choose_offer(self, request: DeploymentRequest) -> OfferState:
+        """The requested offer, or the cheapest that fits the GPU type/count and region."""
+        if request.offer_id:
+            offer = self.offers.get(request.offer_id)
+            if offer is None:
+                raise ApiError(409, "NoCapacity", f"offer {request.offer_id!r} is not in the catalog")
+            candidates = [offer]
+        else:
+            candidates = [
+                o
+                for o in self.offers.values()
+                if (not request.gpu_type or o.entry.gpu_type == request.gpu_type)
+                and o.entry.gpu_count >= request.gpu_count
+                and (not request.region or o.entry.region == request.region)
+            ]
+            if not candidates:
+                shape = f"{request.gpu_count} x {request.gpu_type or 'any GPU'}"
+                raise ApiError(409, "NoCapacity", f"no offer for {shape} in the catalog")
+        available = sorted(
+            (o for o in candidates if o.capacity > 0), key=lambda o: (o.entry.price_per_hour, o.entry.id)
+        )
+        if not available:
+            raise ApiError(409, "NoCapacity", f"offer {candidates[0].entry.id!r} has no capacity left")
+        return available[0]
+
+    # --- deployments ---------------------------------------------------------------------------
+
+    def create(self, request: DeploymentRequest, labels: dict[str, str]) -> tuple[Deployment, bool]:
+        """Create unless a deployment for the pod UID exists; returns (deployment, created)."""
+        if labels.get(LABEL_POD_UID, request.uid) != request.uid:
+            raise ApiError(400, "InvalidRequest", f"label {LABEL_POD_UID} does not match the request uid")
+        existing = self.deployments.get(request.uid)
+        if existing is not None:
+            return existing, False
+        if self.knobs.billing_error:
+            raise ApiError(402, "QuotaOrBilling", "payment required: the account has no credit")
+        offer = self.choose_offer(request)
+        run, exit_code = _run_override(
+            request, self.config.lifecycle.run_seconds, self.config.lifecycle.exit_code
+        )
+        n = next(self._ids)
+        deployment = Deployment(
+            uid=request.uid,
+            provider_id=f"fc-{n:06d}",
+            request=request,
+            labels={**labels, **request.tags()},
+            offer=offer.entry,
+            created=self.clock(),
+            created_wall=datetime.now(UTC),
+            ip=f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}",
+            run_seconds=run,
+            exit_code=exit_code,
+        )
+        offer.capacity -= 1
+        self.deployments[request.uid] = deployment
+        self.lost.pop(request.uid, None)
+        return deployment, True
+
+    def get(self, uid: str) -> Deployment:
+        deployment = self.deployments.get(uid)
+        if deployment is None:
+            raise ApiError(404, "NotFound", f"no deployment for pod uid {uid}")
+        return deployment
+
+    def remove(self, uid: str, *, lost: bool = False) -> bool:
+        deployment = self.deployments.pop(uid, None)
+        if deployment is None:
+            return False
+        if (offer := self.offers.get(deployment.offer.id)) is not None:
+            offer.capacity += 1
+        if lost:
+            self.lost[uid] = deployment.labels
+        return True
+
+    def select(self, selector: dict[str, str]) -> list[Deployment]:
+        return [
+            d for d in self.deployments.values() if all(d.labels.get(k) == v for k, v in selector.items())
+        ]
+
+    def roll_losses(self, deployments: list[Deployment]) -> list[Deployment]:
+        """Apply ``loss_rate``: each deployment read may vanish, as if the cloud lost it."""
+        if self.knobs.loss_rate <= 0:
+            return deployments
+        kept = []
+        for deployment in deployments:
+            if self.rng.random() < self.knobs.loss_rate:
+                self.remove(deployment.uid, lost=True)
+            else:
+                kept.append(deployment)
+        return kept
+
+    def status(self, deployment: Deployment) -> DeploymentStatus:
+        return status_of(deployment, self.config, self.clock())
+
+    def terminate(self, uid: str, outcome: Outcome) -> Deployment:
+        deployment = self.get(uid)
+        if deployment.outcome is None and not self.status(deployment).phase.terminal:
+            deployment.outcome = outcome
+        return deployment
+
+    def lost_status(self, uid: str) -> DeploymentStatus:
+        return DeploymentStatus(
+            uid=uid, phase=Phase.UNKNOWN, reason="DeploymentLost", message="deployment vanished"
+        )
