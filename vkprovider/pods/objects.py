@@ -1,0 +1,51 @@
+"""The translator's view of ConfigMaps, Secrets and Services, read from the API server.
+
+A missing object is ``None`` (translation decides whether that fails the pod); any other API
+failure is ``Transient``, so the pod is retried rather than failed for a hiccup.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from vkprovider.errors import Transient
+from vkprovider.kube import resources
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeError
+
+
+class ApiObjectSource:
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        try:
+            cm = await resources.get_config_map(self._kube, namespace, name)
+        except KubeError as exc:
+            raise Transient(f"reading configmap {namespace}/{name}: {exc.message}") from None
+        if cm is None:
+            return None
+        data = dict(cm.get("data") or {})
+        for key, value in (cm.get("binaryData") or {}).items():
+            data.setdefault(key, base64.b64decode(value).decode(errors="replace"))
+        return data
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        try:
+            secret = await resources.get_secret(self._kube, namespace, name)
+        except KubeError as exc:
+            raise Transient(f"reading secret {namespace}/{name}: {exc.message}") from None
+        if secret is None:
+            return None
+        data = {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+        for key, value in (secret.get("stringData") or {}).items():
+            data.setdefault(key, str(value).encode())
+        return data
+
+    async def list_services(self, namespace: str) -> list[Mapping[str, Any]]:
+        try:
+            return list(await resources.list_services(self._kube, namespace))
+        except KubeError as exc:
+            raise Transient(f"listing services in {namespace}: {exc.message}") from None

@@ -1,0 +1,15 @@
+"""Event and pod-status reasons, spelled as the kubelet and the Go virtual-kubelet library spell
+them, so existing tooling and runbooks understand them."""
+
+PROVIDER_CREATE_SUCCESS = "ProviderCreateSuccess"
+PROVIDER_CREATE_FAILED = "ProviderCreateFailed"
+PROVIDER_UPDATE_SUCCESS = "ProviderUpdateSuccess"
+PROVIDER_UPDATE_FAILED = "ProviderUpdateFailed"
+PROVIDER_DELETE_SUCCESS = "ProviderDeleteSuccess"
+PROVIDER_DELETE_FAILED = "ProviderDeleteFailed"
+
+#: Pod status reasons for failures the workload controller must replace.
+PROVIDER_FAILED = "ProviderFailed"
+PROVIDER_LOST = "ProviderLost"
+
+ORPHAN_DELETED = "OrphanDeploymentDeleted"

@@ -1,0 +1,115 @@
+"""What every provider says about this node's deployments, from one ``list`` call per provider.
+
+Polling costs one call per provider per interval whatever the number of pods (no per-pod
+polling). A failed list changes nothing: the last known status stands, so a provider outage
+never flips a Running pod to Pending or Failed. A deployment that was known and is absent from a
+*successful* list is marked missing; the reconciler decides when missing means lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from vkprovider.errors import ProviderError
+from vkprovider.models import DeploymentStatus
+from vkprovider.plugins.api import Provider
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Tracked:
+    provider: str
+    status: DeploymentStatus
+    first_seen: float
+    missing_since: float | None = None
+    ever_ran: bool = False
+
+
+class DeploymentTracker:
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        node_name: str,
+        *,
+        interval: float,
+        on_change: Callable[[str], None],
+        list_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._providers = providers
+        self._node = node_name
+        self._interval = interval
+        self._on_change = on_change
+        self._timeout = list_timeout
+        self._clock = clock
+        self.deployments: dict[str, Tracked] = {}
+        self.listed = asyncio.Event()
+        self.last_list_ok: dict[str, bool] = {}
+        self.polls = 0
+
+    def get(self, uid: str) -> Tracked | None:
+        return self.deployments.get(uid)
+
+    def record(self, uid: str, provider: str, status: DeploymentStatus) -> None:
+        """Record a status learned from a deploy/get call (between polls)."""
+        now = self._clock()
+        tracked = self.deployments.get(uid)
+        if tracked is None or tracked.provider != provider:
+            tracked = Tracked(provider, status, now)
+            self.deployments[uid] = tracked
+        tracked.status = status
+        tracked.missing_since = None
+        tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
+
+    def forget(self, uid: str) -> None:
+        self.deployments.pop(uid, None)
+
+    async def run(self) -> None:
+        while True:
+            await self.poll_once()
+            await asyncio.sleep(self._interval)
+
+    async def poll_once(self) -> None:
+        names = list(self._providers)
+        results = await asyncio.gather(*(self._list(name) for name in names))
+        now = self._clock()
+        for name, listed in zip(names, results, strict=True):
+            self.last_list_ok[name] = listed is not None
+            if listed is not None:
+                self._apply(name, listed, now)
+        self.polls += 1
+        self.listed.set()
+
+    async def _list(self, name: str) -> list[DeploymentStatus] | None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._providers[name].list(self._node)
+        except (ProviderError, TimeoutError) as exc:
+            log.warning("listing deployments on %s failed: %s", name, exc, extra={"provider": name})
+            return None
+
+    def _apply(self, provider: str, listed: list[DeploymentStatus], now: float) -> None:
+        seen: set[str] = set()
+        for status in listed:
+            uid = status.uid
+            seen.add(uid)
+            tracked = self.deployments.get(uid)
+            if tracked is not None and tracked.provider == provider and tracked.status == status:
+                if tracked.missing_since is not None:
+                    tracked.missing_since = None
+                    self._on_change(uid)
+                continue
+            if tracked is not None and tracked.provider != provider:
+                log.warning("pod %s is deployed on both %s and %s", uid, tracked.provider, provider)
+                continue
+            self.record(uid, provider, status)
+            self._on_change(uid)
+        for uid, tracked in self.deployments.items():
+            if tracked.provider == provider and uid not in seen and tracked.missing_since is None:
+                tracked.missing_since = now
+                self._on_change(uid)
