@@ -1,0 +1,181 @@
+"""Remote-Kubernetes adapter: each pod runs as one pod ``vk-<uid>`` on another cluster.
+
+The remote cluster does the real work (scheduling, restarts, status); this adapter only
+translates. Idempotency comes from the deterministic pod name (a second create gets 409), node
+scoping from the node-name label (one label-selector list), and offers from the remote nodes'
+allocatable GPUs minus what running pods request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from vkprovider.plugins.api import (
+    Capabilities,
+    DeploymentRequest,
+    DeploymentStatus,
+    LogOptions,
+    NoCapacity,
+    NotFound,
+    Offer,
+    ProviderError,
+    ProviderInfo,
+    normalize_gpu,
+)
+
+from . import __version__
+from .client import AlreadyExists, RemoteCluster
+from .manifest import Manifests, node_selector_labels, owned_by, parse_offer_id, pod_name
+from .settings import KubernetesSettings
+from .status import identity, offers_from_nodes, status_from_pod
+
+log = logging.getLogger(__name__)
+
+
+class KubernetesProvider:
+    """``Provider`` + ``SupportsLogs`` backed by a remote cluster."""
+
+    Settings: ClassVar[type[KubernetesSettings]] = KubernetesSettings
+
+    def __init__(self, name: str, settings: KubernetesSettings) -> None:
+        self._name = name
+        self._settings = settings
+        self._cluster = RemoteCluster(
+            name,
+            kubeconfig=settings.kubeconfig,
+            context=settings.context,
+            qps=settings.qps,
+            burst=settings.burst,
+            timeout=settings.request_timeout_seconds,
+        )
+        self._namespace_ready = not settings.create_namespace
+        self._deploy_locks: dict[str, asyncio.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"KubernetesProvider(name={self._name!r}, namespace={self._settings.namespace!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(
+            name=self._name, adapter="kubernetes", version=__version__, capabilities=Capabilities(logs=True)
+        )
+
+    async def probe(self) -> None:
+        await self._cluster.list_nodes(self._node_selector())
+
+    def _node_selector(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self._settings.node_selector.items()))
+
+    async def offers(self) -> list[Offer]:
+        nodes = await self._cluster.list_nodes(self._node_selector())
+        pods = await self._cluster.list_active_pods_everywhere() if self._settings.count_requested else []
+        return offers_from_nodes(self._name, nodes, pods, self._settings)
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        lock = self._deploy_locks.setdefault(request.uid, asyncio.Lock())
+        async with lock:
+            try:
+                return await self.get(request.uid)
+            except NotFound:
+                pass
+            manifests = Manifests(request, self._settings, await self._gpu_values(request))
+            namespace = self._settings.namespace
+            if not self._namespace_ready:
+                await self._cluster.ensure_namespace(namespace)
+                self._namespace_ready = True
+            try:
+                pod = await self._cluster.create_pod(namespace, manifests.pod)
+            except AlreadyExists:
+                return await self.get(request.uid)
+            try:
+                for secret in (manifests.secret, manifests.pull_secret):
+                    if secret is not None:
+                        await self._cluster.create_secret(namespace, owned_by(secret, pod))
+            except ProviderError:
+                # never leave a pod waiting forever on a Secret that is not coming
+                await self._cluster.delete("pod", namespace, manifests.name)
+                raise
+            log.info(
+                "provider %s: created pod %s/%s for uid %s",
+                self._name,
+                namespace,
+                manifests.name,
+                request.uid,
+            )
+            return status_from_pod(self._name, pod)
+
+    async def _gpu_values(self, request: DeploymentRequest) -> list[str]:
+        """GPU-type label values the pod may land on: the offer's, or every node value of the type."""
+        if request.offer_id:
+            parsed = parse_offer_id(request.offer_id)
+            if parsed is not None:
+                return [parsed[0]] if parsed[0] else []
+        if not request.gpu_type or request.gpu_count < 1:
+            return []
+        wanted = normalize_gpu(request.gpu_type)
+        label = self._settings.gpu_type_label
+        values = {
+            str(value)
+            for node in await self._cluster.list_nodes(self._node_selector())
+            if (value := ((node.get("metadata") or {}).get("labels") or {}).get(label))
+            and normalize_gpu(str(value)) == wanted
+        }
+        if not values:
+            raise NoCapacity(f"no remote node has GPU type {request.gpu_type}", provider=self._name)
+        return sorted(values)
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        pod = await self._cluster.read_pod(self._settings.namespace, pod_name(uid))
+        found = identity(pod)
+        if found is None or found[0] != uid:
+            raise NotFound(f"remote pod {pod_name(uid)} belongs to another uid", provider=self._name)
+        return status_from_pod(self._name, pod)
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        pods = await self._cluster.list_pods(self._settings.namespace, node_selector_labels(node_name))
+        statuses = []
+        for pod in pods:
+            found = identity(pod)
+            if found is not None and found[1] == node_name:
+                statuses.append(status_from_pod(self._name, pod))
+        return statuses
+
+    async def delete(self, uid: str) -> None:
+        namespace, name = self._settings.namespace, pod_name(uid)
+        try:
+            await self.get(uid)
+        except NotFound:
+            return
+        await self._cluster.delete("pod", namespace, name)
+        for secret in (name, f"{name}-pull"):  # owned by the pod too; explicit in case GC lags
+            await self._cluster.delete("secret", namespace, secret)
+        self._deploy_locks.pop(uid, None)
+        log.info("provider %s: deleted pod %s/%s for uid %s", self._name, namespace, name, uid)
+
+    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        """The remote pod log API, with the kubelet's options passed straight through."""
+        await self.get(uid)
+        params: dict[str, Any] = {"follow": options.follow, "timestamps": options.timestamps}
+        if options.container:
+            params["container"] = options.container
+        if options.tail_lines is not None:
+            params["tail_lines"] = options.tail_lines
+        if options.since_seconds is not None:
+            params["since_seconds"] = options.since_seconds
+        if options.limit_bytes is not None:
+            params["limit_bytes"] = options.limit_bytes
+        stream = self._cluster.stream_log(self._settings.namespace, pod_name(uid), params)
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            await stream.aclose()
+
+    async def close(self) -> None:
+        await self._cluster.close()

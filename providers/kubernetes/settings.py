@@ -1,0 +1,35 @@
+"""Configuration of one remote-Kubernetes provider instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KubernetesSettings(BaseModel):
+    """Which cluster, where pods go, how hard to hit the API, and how offers are priced."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kubeconfig: Path = Field(description="kubeconfig of the remote cluster")
+    context: str | None = Field(default=None, description="kubeconfig context; the current one when unset")
+    namespace: str = Field(default="vkprovider", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    create_namespace: bool = Field(default=False, description="create the namespace on first deploy")
+    qps: float = Field(default=20.0, gt=0)
+    burst: int = Field(default=40, ge=1)
+    request_timeout_seconds: float = Field(default=30.0, gt=0)
+    # offers
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_type_label: str = Field(default="nvidia.com/gpu.product", description="node label naming the GPU")
+    default_gpu_type: str = Field(default="", description="GPU type of nodes without the label ('' = skip)")
+    node_selector: dict[str, str] = Field(default={}, description="only these nodes count and receive pods")
+    gpu_counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
+    price_per_gpu_hour: float = Field(default=0.0, ge=0)
+    region: str = ""
+    count_requested: bool = Field(default=True, description="subtract running pods' GPU requests")
+    # pods
+    tolerations: list[dict[str, Any]] = []
+    extra_labels: dict[str, str] = {}
+    termination_grace_seconds: int | None = Field(default=None, ge=0)
