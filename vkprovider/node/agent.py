@@ -1,0 +1,194 @@
+"""The node agent: makes the virtual Node real and keeps it honest (DESIGN §4.1-4.3, §5.5).
+
+Three supervised loops share a little state:
+
+* probe  — every ``probe_seconds`` ping every provider; a change in readiness, capacity or the
+  circuit breaker wakes the other loops at once;
+* lease  — every ``lease_renew_seconds`` renew the Lease, but only while some provider is up:
+  a dead backend must look dead to the node-lifecycle controller, not be faked Ready;
+* status — the only writer of the Node after registration: a heartbeat about every
+  ``status_update_seconds``, and an immediate write when something changed. While the backend is
+  down it writes Ready=False once and then stops heartbeating, so the controller takes the node
+  to Unknown and taints it unreachable. A Node deleted under us is recreated (and the Lease's
+  ownerReference follows the new UID).
+
+Steady state costs ``60/lease_renew_seconds + 60/status_update_seconds`` API calls a minute
+(7 with the defaults); probes and change detection read only in-memory state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from vkprovider.config import NodeConfig
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeError, KubeNotFound
+from vkprovider.node.capacity import current_capacity
+from vkprovider.node.lease import NodeLease
+from vkprovider.node.manifest import NodeState
+from vkprovider.node.probe import Prober
+from vkprovider.node.status import NodeObject
+from vkprovider.placement.service import Placer
+from vkprovider.plugins.api import Provider
+from vkprovider.tasks import supervise
+
+log = logging.getLogger(__name__)
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        kube: KubeClient,
+        node_config: NodeConfig,
+        providers: Mapping[str, Provider],
+        placer: Placer,
+        *,
+        probe_timeout: float = 5.0,
+        retry_seconds: float = 1.0,
+    ) -> None:
+        self.config = node_config
+        self.placer = placer
+        self.node = NodeObject(kube, node_config)
+        self.lease = NodeLease(kube, node_config.name, duration_seconds=node_config.lease_duration_seconds)
+        self.prober = Prober(providers, placer.health, timeout=probe_timeout)
+        self._retry = retry_seconds
+        self._status_wake = asyncio.Event()
+        self._lease_wake = asyncio.Event()
+        self._registered = False
+        # What the Node's status says, as far as we wrote it (None: nothing written yet).
+        self._said_ready: bool | None = None
+        self._said_gpus: int | None = None
+        self._heartbeat_at = 0.0  # monotonic time of the last condition heartbeat
+
+    # State ----------------------------------------------------------------------------------
+    @property
+    def backend_up(self) -> bool:
+        return self.prober.backend_up
+
+    def desired(self) -> NodeState:
+        """What the node should advertise now, from probes, catalogs and the breaker (no I/O)."""
+        cap = current_capacity(self.placer)
+        up = self.prober.backend_up
+        return NodeState(
+            ready=up,
+            gpus=cap.gpus,
+            gpu_types=cap.gpu_types,
+            breaker_open=cap.breaker_open,
+            not_ready_message="" if up else self.prober.down_message(),
+        )
+
+    def _status_due(self, state: NodeState) -> tuple[bool, bool]:
+        """(write status?, include conditions?)."""
+        flipped = self._said_ready is None or state.ready != self._said_ready
+        heartbeat = state.ready and time.monotonic() - self._heartbeat_at >= self.config.status_update_seconds
+        conditions = flipped or heartbeat or (state.ready and state.gpus != self._said_gpus)
+        return conditions or state.gpus != self._said_gpus, conditions
+
+    def _said(self, state: NodeState, *, conditions: bool) -> None:
+        if conditions:
+            self._said_ready = state.ready
+            self._heartbeat_at = time.monotonic()
+        self._said_gpus = state.gpus
+
+    # Registration ---------------------------------------------------------------------------
+    async def register(self) -> None:
+        """Create the Node, or bring an existing one (a restart) to what we advertise, keeping
+        labels, taints and conditions that belong to other writers. Then renew the Lease once."""
+        catalogs = self.placer.catalog.providers.values()
+        if any(c.fetched_at is None for c in catalogs):
+            await self.placer.refresh()
+        await self.prober.probe_all()
+        state = self.desired()
+        if await self.node.ensure(state):
+            self._said(state, conditions=True)
+        else:
+            await self.node.sync_metadata(state)
+            await self.node.patch_status(state, conditions=True)
+            self._said(state, conditions=True)
+        if state.ready and self.node.uid:
+            await self.lease.renew(self.node.uid)
+        self._registered = True
+
+    # Loops ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Register (retrying until it works), then run the loops until cancelled."""
+        if not self._registered:
+            await supervise("node-register", self.register, restart_delay=self._retry, max_delay=30.0)
+        async with asyncio.TaskGroup() as group:
+            for name, loop in (
+                ("node-probe", self._probe_loop),
+                ("node-lease", self._lease_loop),
+                ("node-status", self._status_loop),
+            ):
+                group.create_task(supervise(name, loop, restart_delay=self._retry), name=name)
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.probe_seconds)
+            was_up = self.prober.backend_up
+            up = await self.prober.probe_all()
+            if up != was_up:
+                log.warning(
+                    "provider backend %s",
+                    "up again" if up else "down: letting the node lease lapse",
+                    extra={"node": self.config.name},
+                )
+                self._lease_wake.set()
+            state = self.desired()
+            due, _ = self._status_due(state)
+            if due or self._metadata_changed(state):
+                self._status_wake.set()
+
+    async def _lease_loop(self) -> None:
+        while True:
+            delay = self.config.lease_renew_seconds
+            uid = self.node.uid
+            if self.prober.backend_up and uid is not None:
+                try:
+                    await self.lease.renew(uid)
+                except KubeError as exc:
+                    log.warning("lease renewal failed: %s", exc, extra={"node": self.config.name})
+                    delay = min(delay, self._retry)
+            await _wait(self._lease_wake, delay)
+
+    async def _status_loop(self) -> None:
+        while True:
+            left = self._heartbeat_at + self.config.status_update_seconds - time.monotonic()
+            await _wait(
+                self._status_wake, max(left, 0.0) if self.backend_up else self.config.status_update_seconds
+            )
+            try:
+                await self.sync()
+            except KubeError as exc:
+                log.warning("node status update failed: %s", exc, extra={"node": self.config.name})
+                await asyncio.sleep(self._retry)
+
+    def _metadata_changed(self, state: NodeState) -> bool:
+        return self.node.node is not None and self.node.metadata_patch(state) is not None
+
+    async def sync(self) -> None:
+        """One status pass: write what is due; recreate the Node if it was deleted."""
+        state = self.desired()
+        due, conditions = self._status_due(state)
+        try:
+            if due:
+                await self.node.patch_status(state, conditions=conditions)
+                self._said(state, conditions=conditions)
+            await self.node.sync_metadata(state)
+        except KubeNotFound:
+            log.warning("node was deleted; recreating it", extra={"node": self.config.name})
+            await self.node.create(state)
+            self._said(state, conditions=True)
+            self._lease_wake.set()  # re-point the Lease's ownerReference at the new UID
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    """Sleep up to ``timeout``, waking early when ``event`` is set (and clear it)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    event.clear()

@@ -1,0 +1,134 @@
+"""The Node object the agent advertises, built as plain JSON from config and current state.
+
+Pure functions only: the agent decides *when* to write, this module decides *what*. The shape
+follows the Go virtual-kubelet library (DESIGN §4.1) so schedulers, descheduler and runbooks see
+a familiar node: the ``type=virtual-kubelet`` label, the ``virtual-kubelet.io/provider`` taint,
+capacity equal to allocatable, kubelet-style conditions and a daemon endpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vkprovider.config import NodeConfig
+from vkprovider.node.conditions import Condition
+from vkprovider.placement.health import TAINT_UNAVAILABLE
+
+JSON = dict[str, Any]
+
+PROVIDER_NAME = "vkprovider"
+KUBELET_VERSION = "v1.36.3-vkprovider"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_LABEL_PREFIX = "gpu.vkprovider.io/"
+TAINT_PROVIDER = "virtual-kubelet.io/provider"
+#: The only taint keys this agent adds or removes; every other taint belongs to someone else
+#: (the capacity gate's ``local-capacity``, the node-lifecycle controller's ``node.kubernetes.io/*``).
+OWNED_TAINT_KEYS = frozenset({TAINT_PROVIDER, TAINT_UNAVAILABLE})
+
+_LABEL_NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+_LABEL_NAME_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What the node should say right now; equality means "nothing to write"."""
+
+    ready: bool
+    gpus: int
+    gpu_types: frozenset[str] = field(default_factory=frozenset)
+    breaker_open: bool = False
+    not_ready_message: str = ""
+
+
+def gpu_label_key(gpu_type: str) -> str | None:
+    """``gpu.vkprovider.io/<GPU-TYPE>``, with the name part forced into a valid label name
+    (alphanumeric ends, ``[-._A-Za-z0-9]`` inside, at most 63 characters); None if nothing is left."""
+    name = _LABEL_NAME_BAD.sub("-", gpu_type.strip())
+    name = _LABEL_NAME_EDGE.sub("", name)[:63]
+    name = _LABEL_NAME_EDGE.sub("", name)
+    return GPU_LABEL_PREFIX + name if name else None
+
+
+def node_labels(cfg: NodeConfig, gpu_types: Iterable[str]) -> dict[str, str]:
+    labels = {
+        "type": "virtual-kubelet",
+        "kubernetes.io/role": "agent",
+        "kubernetes.io/hostname": cfg.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        **cfg.labels,
+    }
+    for gpu in gpu_types:
+        key = gpu_label_key(gpu)
+        if key is not None:
+            labels[key] = "true"
+    return labels
+
+
+def owned_taints(breaker_open: bool) -> list[JSON]:
+    taints: list[JSON] = [{"key": TAINT_PROVIDER, "value": PROVIDER_NAME, "effect": "NoSchedule"}]
+    if breaker_open:
+        taints.append({"key": TAINT_UNAVAILABLE, "value": "true", "effect": "NoSchedule"})
+    return taints
+
+
+def merge_taints(current: Sequence[JSON], desired: Sequence[JSON]) -> list[JSON]:
+    """Foreign taints untouched and in order, then ours; an unchanged taint of ours keeps its
+    ``timeAdded``. Taints are matched by (key, effect), like the API's own uniqueness rule."""
+    ours = {(t["key"], t["effect"]): t for t in current if t.get("key") in OWNED_TAINT_KEYS}
+    merged = [dict(t) for t in current if t.get("key") not in OWNED_TAINT_KEYS]
+    for taint in desired:
+        existing = ours.get((taint["key"], taint["effect"]))
+        keep = existing is not None and existing.get("value", "") == taint.get("value", "")
+        merged.append(dict(existing) if keep and existing is not None else dict(taint))
+    return merged
+
+
+def capacity(cfg: NodeConfig, gpus: int) -> dict[str, str]:
+    return {"cpu": cfg.cpu, "memory": cfg.memory, "pods": str(cfg.max_pods), GPU_RESOURCE: str(max(gpus, 0))}
+
+
+def static_status(cfg: NodeConfig) -> JSON:
+    """The parts of status that only change with config."""
+    return {
+        "addresses": [
+            {"type": "InternalIP", "address": cfg.internal_ip},
+            {"type": "Hostname", "address": cfg.name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": cfg.kubelet_port}},
+        "nodeInfo": {
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "kernelVersion": "",
+            "osImage": "",
+            "containerRuntimeVersion": "",
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }
+
+
+def node_status(cfg: NodeConfig, gpus: int, conditions: Sequence[Condition] | None) -> JSON:
+    """A status body for a strategic-merge patch; ``conditions=None`` leaves them alone."""
+    resources = capacity(cfg, gpus)
+    status: JSON = {"capacity": resources, "allocatable": dict(resources), **static_status(cfg)}
+    if conditions is not None:
+        status["conditions"] = [c.to_json() for c in conditions]
+    return status
+
+
+def build_node(cfg: NodeConfig, state: NodeState, conditions: Sequence[Condition]) -> JSON:
+    """The whole Node for a create (nodes accept status on create, as the kubelet relies on)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": cfg.name, "labels": node_labels(cfg, sorted(state.gpu_types))},
+        "spec": {"taints": owned_taints(state.breaker_open)},
+        "status": node_status(cfg, state.gpus, conditions),
+    }
