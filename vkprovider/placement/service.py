@@ -113,14 +113,18 @@ class Placer:
 
         Raises ``InvalidRequest(reason="InvalidAnnotation")`` for a bad placement annotation.
         """
-        need = effective_need(request, parse_constraints(ctx.annotations), self.config)
-        terms = self._terms_now()
+        return rank_offers(
+            request.uid, self.rank_inputs(request, ctx), stale=self.catalog.stale(), detail=detail
+        )
 
+    def rank_inputs(self, request: DeploymentRequest, ctx: PodContext) -> RankInputs:
+        """The snapshot one decision reads (exposed for tests and the reference ranker)."""
+        need = effective_need(request, parse_constraints(ctx.annotations), self.config)
         uid, share = request.uid, need.spread_max_share
-        inp = RankInputs(
+        return RankInputs(
             catalogs=self.catalog.providers,
             need=need,
-            terms=terms,
+            terms=self._terms_now(),
             unusable=self.health.unusable_reason,
             blocked=self.blocklist.active(),
             budget_remaining=self.budgets.remaining(ctx.namespace, uid),
@@ -129,7 +133,6 @@ class Placer:
             current_offer=ctx.current_offer,
             max_candidates=self.config.max_candidates,
         )
-        return rank_offers(uid, inp, stale=self.catalog.stale(), detail=detail)
 
     def _terms_now(self) -> Callable[[str], ProviderTerms]:
         """Memoised scoring terms; recomputed when health changes or every few seconds (the
