@@ -80,7 +80,8 @@ class PluginSupervisor:
         self.process: asyncio.subprocess.Process | None = None
         self._address_channel = AddressChannel(config.address) if config.address else None
         self._channel: grpc.aio.Channel | None = None
-        self._ready = asyncio.Event()
+        self._serving = False
+        self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._backoff_until = 0.0
@@ -105,19 +106,30 @@ class PluginSupervisor:
     async def channel(self) -> grpc.aio.Channel:
         if self._address_channel is not None:
             return await self._address_channel.channel()
-        if self._stopping:
-            raise Transient("plugin is shutting down", provider=self.name)
-        if self._task is None:
+        if self._task is None and not self._stopping:
             self._task = asyncio.create_task(self._supervise(), name=f"plugin-supervisor-{self.name}")
         loop = asyncio.get_running_loop()
-        if not self._ready.is_set() and loop.time() < self._backoff_until:
-            wait = self._backoff_until - loop.time()
-            raise Transient(
-                f"plugin is down ({self._last_error}); restarting in {wait:.1f}s", provider=self.name
-            )
-        await self._ready.wait()
-        assert self._channel is not None
-        return self._channel
+        while True:
+            changed = self._changed
+            if self._stopping:
+                raise Transient("plugin is shutting down", provider=self.name)
+            if self._channel is not None and self._serving:
+                return self._channel
+            if loop.time() < self._backoff_until:
+                wait = self._backoff_until - loop.time()
+                raise Transient(
+                    f"plugin is down ({self._last_error}); restarting in {wait:.1f}s", provider=self.name
+                )
+            await changed.wait()
+
+    def _notify(self) -> None:
+        """Wake every ``channel()`` waiter to re-read the state."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def backoff_delay(self, attempt: int) -> float:
+        """Seconds to wait before restart number ``attempt`` (0-based) of a crash loop."""
+        return float(min(self.backoff_initial * 2**attempt, self.backoff_max))
 
     # ---- the supervision loop --------------------------------------------------------------
 
@@ -134,17 +146,18 @@ class PluginSupervisor:
                 self._last_error = str(exc)
                 log.error("plugin %s failed to start: %s", self.name, exc, extra={"provider": self.name})
             finally:
-                self._ready.clear()
+                self._serving = False
                 await self._drop_channel()
                 await self._terminate()
             if self._stopping:
                 break
             if loop.time() - started >= self.stable_seconds:
                 attempt = 0
-            delay = min(self.backoff_initial * 2**attempt, self.backoff_max)
+            delay = self.backoff_delay(attempt)
             attempt += 1
             self.restarts += 1
             self._backoff_until = loop.time() + delay
+            self._notify()
             log.warning(
                 "plugin %s is down (%s); restart %d in %.1fs",
                 self.name,
@@ -188,7 +201,8 @@ class PluginSupervisor:
         log.info(
             "plugin %s serving at %s (pid %d)", self.name, address, proc.pid, extra={"provider": self.name}
         )
-        self._ready.set()
+        self._serving = True
+        self._notify()
 
     async def _read_handshake(self, stdout: asyncio.StreamReader) -> str:
         while True:
@@ -260,6 +274,7 @@ class PluginSupervisor:
     async def close(self) -> None:
         """Stop the plugin (graceful, then forced) and stop supervising."""
         self._stopping = True
+        self._notify()
         if self._address_channel is not None:
             await self._address_channel.close()
             return

@@ -1,0 +1,128 @@
+"""Plugin lifecycle with real subprocesses: handshake, failures, backoff, stop then kill, sidecars."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from plugin_fixtures import TinyProvider
+
+from vkprovider.config import GrpcPluginConfig
+from vkprovider.plugins.api import Transient
+from vkprovider.plugins.grpc.client import GrpcProvider
+from vkprovider.plugins.grpc.server import serve_adapter
+from vkprovider.plugins.grpc.supervisor import PluginSupervisor
+
+HERE = Path(__file__).parent
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[list[PluginSupervisor]]:
+    """Supervisors to close after the test, whatever happens."""
+    supervisors: list[PluginSupervisor] = []
+    try:
+        async with asyncio.timeout(60):
+            yield supervisors
+    finally:
+        for supervisor in supervisors:
+            await supervisor.close()
+
+
+def supervisor(closing: list[PluginSupervisor], command: list[str], **kwargs: float) -> PluginSupervisor:
+    config = GrpcPluginConfig(command=command, shutdown_grace_seconds=kwargs.pop("grace", 5.0))
+    sup = PluginSupervisor("plug", config, env={"PYTHONPATH": str(HERE)}, **kwargs)  # type: ignore[arg-type]
+    closing.append(sup)
+    return sup
+
+
+async def test_plugin_exiting_before_its_handshake_fails_fast_with_the_reason(
+    closing: list[PluginSupervisor],
+) -> None:
+    sup = supervisor(closing, python("print('starting up'); raise SystemExit(3)"), backoff_initial=5)
+    with pytest.raises(Transient, match=r"exited \(code 3\) before printing its handshake"):
+        await GrpcProvider("plug", sup, call_timeout=30).probe()
+    assert sup.restarts == 1
+
+
+async def test_non_loopback_handshake_is_refused_and_the_process_stopped(
+    closing: list[PluginSupervisor],
+) -> None:
+    code = "import time; print('vkprovider-plugin|1|10.1.2.3:5000', flush=True); time.sleep(600)"
+    sup = supervisor(closing, python(code), backoff_initial=5)
+    with pytest.raises(Transient, match="loopback"):
+        await GrpcProvider("plug", sup, call_timeout=30).probe()
+    assert sup.process is not None and sup.process.returncode is not None
+
+
+async def test_plugin_ignoring_sigterm_is_killed_after_the_grace_period(
+    closing: list[PluginSupervisor], tmp_path: Path
+) -> None:
+    code = f"""
+        import asyncio, signal
+        from plugin_fixtures import TinyProvider
+        from vkprovider.plugins.grpc.server import serve_adapter
+        async def main():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            server = await serve_adapter(TinyProvider("t", TinyProvider.Settings(url="u")), "unix:{tmp_path}/s.sock")
+            print("vkprovider-plugin|1|" + server.address, flush=True)
+            await asyncio.sleep(600)
+        asyncio.run(main())
+    """
+    sup = supervisor(closing, python(code), grace=0.5)
+    await sup.start()
+    proc = sup.process
+    assert proc is not None and sup.pid == proc.pid
+    await sup.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert sup.pid is None
+
+
+async def test_plugin_serve_stops_cleanly_on_sigterm(closing: list[PluginSupervisor], tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text("url: http://example.invalid\n")
+    command = [sys.executable, "-m", "vkprovider", "plugin", "serve", "plugin_fixtures:TinyProvider"]
+    sup = supervisor(closing, [*command, "--config", str(config)])
+    provider = GrpcProvider("plug", sup, call_timeout=30)
+    info = await provider.info()
+    assert (info.adapter, info.name) == ("tiny", "plug")
+    proc = sup.process
+    await provider.close()
+    assert proc is not None and proc.returncode == 0
+
+
+async def test_close_during_backoff_does_not_wait_it_out(closing: list[PluginSupervisor]) -> None:
+    sup = supervisor(closing, python("raise SystemExit(1)"), backoff_initial=3600)
+    with pytest.raises(Transient, match="restarting in"):
+        await GrpcProvider("plug", sup, call_timeout=30).probe()
+    async with asyncio.timeout(10):
+        await sup.close()
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    config = GrpcPluginConfig(command=["x"])
+    sup = PluginSupervisor("p", config, backoff_initial=0.5, backoff_max=3)
+    assert [sup.backoff_delay(a) for a in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+async def test_sidecar_address_is_dialled_and_health_checked(closing: list[PluginSupervisor]) -> None:
+    server = await serve_adapter(TinyProvider("t", TinyProvider.Settings(url="u")), "127.0.0.1:0")
+    try:
+        sup = PluginSupervisor("side", GrpcPluginConfig(address=server.address))
+        closing.append(sup)
+        await sup.start()
+        assert (await GrpcProvider("side", sup).info()).adapter == "tiny"
+    finally:
+        await server.stop(0)
+    with pytest.raises(Transient, match="not SERVING"):
+        dead = PluginSupervisor("side", GrpcPluginConfig(address=server.address), start_timeout=0.5)
+        closing.append(dead)
+        await dead.start()
