@@ -84,7 +84,7 @@ async def test_bare_status_code_maps_by_code(bad_plugin: GrpcProvider) -> None:
 
 
 async def test_a_hanging_plugin_hits_the_call_deadline(bad_plugin: GrpcProvider) -> None:
-    with pytest.raises(Transient, match="deadline|within"):
+    with pytest.raises(Transient, match=r"deadline|within"):
         await bad_plugin.probe()
 
 
