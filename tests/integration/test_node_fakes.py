@@ -1,0 +1,172 @@
+"""Shared by the node integration tests (no tests here): a real in-process Provider whose probe
+can be switched to fail."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from vkprovider.config import NodeConfig
+from vkprovider.devcluster import Cluster
+from vkprovider.errors import InvalidRequest, NotFound, Transient
+from vkprovider.kube import resources
+from vkprovider.kube.client import MERGE_PATCH, KubeClient
+from vkprovider.kube.errors import KubeConflict, KubeNotFound
+from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer, ProviderInfo
+from vkprovider.node.agent import NodeAgent
+from vkprovider.placement.config import PlacementConfig
+from vkprovider.placement.service import Placer
+
+
+def offer(provider: str, offer_id: str, gpu: str, count: int, capacity: int, price: float = 1.0) -> Offer:
+    return Offer(
+        provider=provider,
+        offer_id=offer_id,
+        gpu_type=gpu,
+        gpu_count=count,
+        price_per_hour=price,
+        capacity=capacity,
+    )
+
+
+class SwitchableProvider:
+    """Implements the Provider protocol; ``healthy = False`` makes probes raise ``Transient``."""
+
+    def __init__(self, name: str, offers: list[Offer] | None = None) -> None:
+        self._name = name
+        self.catalog = list(offers or [])
+        self.healthy = True
+        self.hang = False
+        self.probes = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(name=self._name, adapter="switchable", version="0")
+
+    async def probe(self) -> None:
+        self.probes += 1
+        if self.hang:
+            await asyncio.sleep(3600)
+        if not self.healthy:
+            raise Transient("backend unreachable", provider=self._name)
+
+    async def offers(self) -> list[Offer]:
+        return list(self.catalog)
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        raise InvalidRequest("this test provider does not deploy", provider=self._name)
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        raise NotFound(uid, provider=self._name)
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        return []
+
+    async def delete(self, uid: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+# Helpers for the node integration tests ---------------------------------------------------------
+
+CheckFn = Callable[[], Awaitable[bool]]
+
+
+async def eventually(check: CheckFn, timeout: float = 60.0, interval: float = 0.2) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(interval)
+
+
+def node_config(name: str | None = None, **overrides: Any) -> NodeConfig:
+    """Short intervals so a test sees many renewals/heartbeats (no timing is asserted)."""
+    values: dict[str, Any] = {
+        "name": name or f"vk-{uuid.uuid4().hex[:8]}",
+        "lease_renew_seconds": 0.5,
+        "status_update_seconds": 1.0,
+        "probe_seconds": 0.3,
+        "max_pods": 110,
+    }
+    values.update(overrides)
+    return NodeConfig(**values)
+
+
+@contextlib.asynccontextmanager
+async def kube_client(cluster: Cluster) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(str(cluster.kubeconfig), qps=200, burst=400)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+@contextlib.asynccontextmanager
+async def running_agent(
+    kube: KubeClient,
+    cfg: NodeConfig,
+    providers: dict[str, SwitchableProvider],
+    placement: PlacementConfig | None = None,
+    *,
+    cleanup: bool = True,
+) -> AsyncIterator[NodeAgent]:
+    """Register and run a NodeAgent; stop it and (by default) delete its Node afterwards."""
+    placer = Placer(providers, placement)
+    agent = NodeAgent(kube, cfg, providers, placer, probe_timeout=1.0, retry_seconds=0.2)
+    async with asyncio.timeout(30):
+        await agent.register()
+    task = asyncio.create_task(agent.run())
+    try:
+        yield agent
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            async with asyncio.timeout(10):
+                await task
+        if cleanup:
+            await delete_node(kube, cfg.name)
+
+
+async def delete_node(kube: KubeClient, name: str) -> None:
+    with contextlib.suppress(KubeNotFound):
+        await kube.request("DELETE", f"/api/v1/nodes/{name}")
+    with contextlib.suppress(KubeNotFound):
+        await kube.request("DELETE", resources.lease_path("kube-node-lease", name))
+
+
+async def node(kube: KubeClient, name: str) -> dict[str, Any]:
+    found = await resources.get_node(kube, name)
+    assert found is not None, f"node {name} not found"
+    return found
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in obj["status"].get("conditions") or [] if c["type"] == kind), None)
+
+
+def taint_keys(obj: dict[str, Any]) -> list[str]:
+    return [t["key"] for t in obj["spec"].get("taints") or []]
+
+
+async def add_foreign_taint(kube: KubeClient, name: str, taint: dict[str, Any]) -> None:
+    """What the capacity gate does: read-modify-write of spec.taints guarded by resourceVersion."""
+    for _ in range(10):
+        current = await node(kube, name)
+        taints = [*(current["spec"].get("taints") or []), taint]
+        patch = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "spec": {"taints": taints},
+        }
+        try:
+            await kube.request("PATCH", f"/api/v1/nodes/{name}", body=patch, content_type=MERGE_PATCH)
+        except KubeConflict:
+            continue
+        return
+    raise AssertionError("could not add the taint")
