@@ -8,6 +8,7 @@ error is re-raised as :class:`ConfigError` naming the dotted field path, so an o
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,15 @@ class ProviderConfig(_Section):
         return self
 
 
+class LeaderElectionConfig(_Section):
+    """Lease-based leader election, so two replicas never act at once."""
+
+    enabled: bool = False
+    namespace: str = "kube-system"
+    lease_name: str = Field(default="", description="default: vkprovider-<node name>")
+    identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+
 class HttpConfig(_Section):
     admin_host: str = "127.0.0.1"
     admin_port: int = Field(default=10255, ge=0, le=65535)
@@ -96,6 +106,7 @@ class Settings(BaseSettings):
     http: HttpConfig = HttpConfig()
     providers: list[ProviderConfig] = []
     placement: PlacementConfig = PlacementConfig()
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
     log_json: bool = False
     log_level: str = "INFO"
 

@@ -13,3 +13,7 @@ PROVIDER_FAILED = "ProviderFailed"
 PROVIDER_LOST = "ProviderLost"
 
 ORPHAN_DELETED = "OrphanDeploymentDeleted"
+
+#: Deployment reasons that mean "the container exited" (restartPolicy applies), as opposed to a
+#: failure the provider names (GPUFault, Preempted, ...), which fails the pod.
+CONTAINER_EXIT_REASONS = frozenset({"", "Error", "Completed", "ContainerExited"})

@@ -230,7 +230,11 @@ class PodSync:
         policy = pod["spec"].get("restartPolicy", "Always")
         exit_codes = [c.exit_code for c in status.containers if c.state is ContainerState.TERMINATED]
         app_failed = any(code not in (None, 0) for code in exit_codes)
-        infra_failure = status.phase is Phase.FAILED and not app_failed
+        # A failure the provider names (GPU fault, preemption, ...) is the provider giving up:
+        # fail the pod so its controller replaces it. A plain container exit honours restartPolicy.
+        infra_failure = status.phase is Phase.FAILED and (
+            not app_failed or status.reason not in reasons.CONTAINER_EXIT_REASONS
+        )
         restart = not infra_failure and (
             policy == "Always" or (policy == "OnFailure" and status.phase is Phase.FAILED)
         )

@@ -1,0 +1,195 @@
+"""The virtual node takes pods through their whole life on fakecloud, on a real control plane."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.vnode import (
+    VirtualNode,
+    cloud_config,
+    eventually,
+    inference_deployment,
+    start_virtual_node,
+)
+from vkprovider.devcluster import Cluster
+from vkprovider.kube.client import KubeClient
+
+pytestmark = pytest.mark.cluster
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def vnode(cluster: Cluster) -> AsyncIterator[VirtualNode]:
+    node = await start_virtual_node(
+        cluster, {"cheap": cloud_config("cheap", 1.0, capacity=8), "premium": cloud_config("premium", 3.0)}
+    )
+    yield node
+    await node.stop()
+
+
+async def pods_of(kube: KubeClient, namespace: str, app: str) -> list[JSON]:
+    body = await kube.request(
+        "GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": f"app={app}"}
+    )
+    return list(body["items"])
+
+
+async def events_for(kube: KubeClient, namespace: str, name: str) -> list[JSON]:
+    body = await kube.request(
+        "GET",
+        f"/api/v1/namespaces/{namespace}/events",
+        query={"fieldSelector": f"involvedObject.name={name}"},
+    )
+    return list(body["items"])
+
+
+def is_ready(pod: JSON) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+async def cloud_deployments(node: VirtualNode, cloud: str) -> list[JSON]:
+    async with httpx.AsyncClient(base_url=node.clouds[cloud].url) as client:
+        resp = await client.get("/admin/deployments")
+        resp.raise_for_status()
+        return list(resp.json())
+
+
+async def all_cloud_uids(node: VirtualNode) -> set[str]:
+    uids: set[str] = set()
+    for cloud in node.clouds:
+        uids |= {d["uid"] for d in await cloud_deployments(node, cloud)}
+    return uids
+
+
+async def create_deployment(kube: KubeClient, namespace: str, manifest: JSON) -> None:
+    await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=manifest)
+
+
+async def test_deployment_runs_on_cheapest_fakecloud_and_becomes_ready(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("infer", vnode.name, replicas=4))
+
+    async def four_ready() -> list[JSON] | None:
+        pods = await pods_of(kube, namespace, "infer")
+        ready = [p for p in pods if p["status"].get("phase") == "Running" and is_ready(p)]
+        return ready if len(ready) == 4 else None
+
+    ready = await eventually(four_ready)
+    for pod in ready:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["vkprovider.io/provider"] == "cheap"  # 1.0/h beats 3.0/h
+        assert pod["spec"]["nodeName"] == vnode.name
+        status = pod["status"]
+        assert status["hostIP"] == "127.0.0.1"
+        assert status["podIP"]
+        assert status["startTime"]
+        assert [c["type"] for c in status["conditions"]] == [
+            "PodScheduled",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
+        ]
+        (container,) = status["containerStatuses"]
+        assert container["ready"] and "running" in container["state"]
+        placement = json.loads(annotations["vkprovider.io/placement"])
+        assert "cheap" in json.dumps(placement)
+
+    uids = {p["metadata"]["uid"] for p in ready}
+    assert uids == {d["uid"] for d in await cloud_deployments(vnode, "cheap")}
+    events = await events_for(kube, namespace, ready[0]["metadata"]["name"])
+    created = [e for e in events if e["reason"] == "ProviderCreateSuccess"]
+    assert created and "cheap" in created[0]["message"]
+
+
+async def test_deleting_the_deployment_leaves_nothing_in_fakecloud(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("gone", vnode.name, replicas=3))
+
+    async def three_running() -> bool:
+        pods = await pods_of(kube, namespace, "gone")
+        return sum(p["status"].get("phase") == "Running" for p in pods) == 3
+
+    await eventually(three_running)
+    assert len(await all_cloud_uids(vnode)) == 3
+    await kube.request(
+        "DELETE",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/gone",
+        body={"propagationPolicy": "Foreground"},
+    )
+
+    async def all_gone() -> bool:
+        return not await pods_of(kube, namespace, "gone") and not await all_cloud_uids(vnode)
+
+    await eventually(all_gone)
+
+
+async def test_provider_failure_fails_the_pod_and_a_replacement_runs(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("flaky", vnode.name, replicas=1))
+
+    async def one_running() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "flaky") if p["status"].get("phase") == "Running"]
+        return pods[0] if len(pods) == 1 else None
+
+    victim = await eventually(one_running)
+    uid = victim["metadata"]["uid"]
+    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
+        resp = await client.post(
+            f"/admin/deployments/{uid}/fail",
+            json={"reason": "GPUFault", "message": "Xid 79: GPU fell off the bus"},
+        )
+        resp.raise_for_status()
+
+    async def failed_and_replaced() -> bool:
+        pods = await pods_of(kube, namespace, "flaky")
+        failed = [p for p in pods if p["metadata"]["uid"] == uid and p["status"].get("phase") == "Failed"]
+        running = [p for p in pods if p["metadata"]["uid"] != uid and p["status"].get("phase") == "Running"]
+        return bool(failed) and bool(running)
+
+    await eventually(failed_and_replaced)
+    pods = await pods_of(kube, namespace, "flaky")
+    (failed,) = [p for p in pods if p["metadata"]["uid"] == uid]
+    assert failed["status"]["reason"] == "GPUFault"
+    assert "Xid 79" in failed["status"]["message"]
+    reasons = {e["reason"] for e in await events_for(kube, namespace, failed["metadata"]["name"])}
+    assert "GPUFault" in reasons
+
+
+async def test_force_delete_removes_the_external_deployment(vnode: VirtualNode, namespace: str) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("forced", vnode.name, replicas=1))
+
+    async def running_pod() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "forced") if p["status"].get("phase") == "Running"]
+        return pods[0] if pods else None
+
+    pod = await eventually(running_pod)
+    uid = pod["metadata"]["uid"]
+    assert uid in await all_cloud_uids(vnode)
+    await kube.request(
+        "DELETE",
+        f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+        body={"gracePeriodSeconds": 0},
+    )
+
+    async def deployment_gone() -> bool:
+        return uid not in await all_cloud_uids(vnode)
+
+    await eventually(deployment_gone)

@@ -1,0 +1,57 @@
+"""The admin API (plain HTTP on 127.0.0.1 by default): health, readiness, metrics, state.
+
+``/readyz`` is true once the pod controller has synced its caches; ``/state`` shows what
+placement knows (provider health, breaker, blocklist, budgets) and the queue, for operators.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from vkprovider.http.server import AsgiServer
+from vkprovider.placement import Placer
+from vkprovider.pods.controller import PodController
+
+
+class _NodeView(Protocol):
+    @property
+    def backend_up(self) -> bool: ...
+
+
+AdminServer = AsgiServer
+
+
+def create_admin_app(placer: Placer, controller: PodController, node: _NodeView | None = None) -> FastAPI:
+    app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(response: Response) -> dict[str, Any]:
+        ready = controller.synced.is_set()
+        response.status_code = 200 if ready else 503
+        return {"ready": ready}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/state")
+    async def state() -> dict[str, Any]:
+        return {
+            "node": controller.node_name,
+            "backend_up": node.backend_up if node is not None else None,
+            "pods": len(controller.informer.cache),
+            "queue": {"waiting": len(controller.queue), "busy": controller.queue.busy},
+            "deployments": len(controller.tracker.deployments),
+            "orphans_deleted": controller.orphans_deleted,
+            "api_calls": controller.kube.calls,
+            "placement": placer.summary(),
+        }
+
+    return app
