@@ -77,8 +77,12 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
             response = error_response(401, "Unauthorized", "missing or wrong API key")
         if response is None:
             response = await call_next(request)
-        route = request.scope.get("route")
-        key = f"{request.method} {getattr(route, 'path', request.url.path)}"
+        route_path = getattr(request.scope.get("route"), "path", None)
+        if route_path is None:
+            route_path = request.url.path
+        elif not route_path.startswith(API_PREFIX + "/"):
+            route_path = API_PREFIX + route_path  # some FastAPI versions report it without the prefix
+        key = f"{request.method} {route_path}"
         store.requests[key] = store.requests.get(key, 0) + 1
         return response
 
