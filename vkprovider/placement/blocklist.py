@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vkprovider.gpus import normalize_gpu
+
 BlockKey = tuple[str, str, str]  # (provider, normalized GPU type, region)
 
 
@@ -24,7 +26,7 @@ class BlockEntry:
 
 
 def block_key(provider: str, gpu_type: str, region: str) -> BlockKey:
-    return (provider, gpu_type.strip().upper(), region)
+    return (provider, normalize_gpu(gpu_type), region)
 
 
 class Blocklist:
@@ -63,7 +65,7 @@ class Blocklist:
             k
             for k in self._entries
             if k[0] == provider
-            and (gpu_type is None or k[1] == gpu_type.strip().upper())
+            and (gpu_type is None or k[1] == normalize_gpu(gpu_type))
             and (region is None or k[2] == region)
         ]
         for key in doomed:

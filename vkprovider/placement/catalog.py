@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from vkprovider.models import Offer
 from vkprovider.placement.blocklist import BlockKey, block_key
+from vkprovider.placement.constraints import normalize_gpu
 from vkprovider.placement.filters import gpu_memory_of
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.types import PlacementTarget
@@ -46,7 +47,7 @@ class IndexedOffer:
     def __init__(self, offer: Offer) -> None:
         self.offer = offer
         self.offer_id = offer.offer_id
-        self.gpu = offer.gpu_type.strip().upper()
+        self.gpu = normalize_gpu(offer.gpu_type)
         self.count = offer.gpu_count
         self.memory = gpu_memory_of(offer)
         self.region = offer.region

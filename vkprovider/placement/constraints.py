@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vkprovider.errors import InvalidRequest
+from vkprovider.gpus import normalize_gpu as _canonical_gpu
 from vkprovider.models import DeploymentRequest
 from vkprovider.placement.config import PlacementConfig
 
@@ -82,7 +83,9 @@ class Need:
 
 
 def normalize_gpu(value: str) -> str:
-    return value.strip().upper()
+    """The shared canonical GPU id (``h100 sxm`` -> ``H100-SXM-80GB``), as adapters and
+    translation use it."""
+    return _canonical_gpu(value)
 
 
 def gpu_matches(offer_type: str, wanted: frozenset[str]) -> bool:
@@ -121,6 +124,12 @@ def _number(annotations: Mapping[str, str], key: str, *, upper: float | None = N
     return value
 
 
+def _gpu_wanted(tokens: frozenset[str]) -> frozenset[str]:
+    # "H100" must keep meaning the whole family (matched by prefix), while odd spellings
+    # ("nvidia-h100-80gb-hbm3") still reach their canonical id.
+    return frozenset(t.upper() for t in tokens) | frozenset(normalize_gpu(t) for t in tokens)
+
+
 def parse_constraints(annotations: Mapping[str, str]) -> Constraints:
     """Validate the pod's placement annotations; unknown ``vkprovider.io/`` keys are ignored."""
     raw_spot = annotations.get(ANN_SPOT)
@@ -136,7 +145,7 @@ def parse_constraints(annotations: Mapping[str, str]) -> Constraints:
         providers_deny=_names(annotations, ANN_PROVIDERS_DENY) or frozenset(),
         regions=_names(annotations, ANN_REGIONS),
         regions_deny=_names(annotations, ANN_REGIONS_DENY) or frozenset(),
-        gpu_types=frozenset(normalize_gpu(g) for g in gpu) if gpu is not None else None,
+        gpu_types=_gpu_wanted(gpu) if gpu is not None else None,
         max_price=_number(annotations, ANN_MAX_PRICE),
         spot=spot,
         spread_max_share=_number(annotations, ANN_SPREAD, upper=1.0),

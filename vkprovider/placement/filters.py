@@ -7,15 +7,15 @@ rejected at once); a test checks both agree offer by offer.
 GPU fit: an offer carries ``gpu_count`` GPUs per deployment and its price is for all of them,
 so an offer fits when ``offer.gpu_count >= request.gpu_count``. Bigger offers are allowed but
 cost more, so price already prefers the exact size; among equal scores the smaller excess wins.
-Memory is per GPU; an offer that does not state it is read from its type name (``...-80GB``),
-and unknown memory fails a non-zero memory request.
+Memory is per GPU; an offer that does not state it gets the memory of its canonical GPU type
+(``vkprovider.gpus``), and unknown memory fails a non-zero memory request.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from vkprovider.gpus import gpu_memory_gb
 from vkprovider.models import Offer
 from vkprovider.placement.constraints import Need, Spot, gpu_matches, normalize_gpu
 
@@ -34,16 +34,11 @@ BLOCKLISTED = "blocklisted"
 BUDGET = "budget"
 SPREAD = "spread"
 
-_MEM = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.IGNORECASE)
-
 OfferFilter = Callable[[Offer, Need], "str | None"]
 
 
 def gpu_memory_of(offer: Offer) -> float:
-    if offer.gpu_memory_gb > 0:
-        return offer.gpu_memory_gb
-    match = _MEM.search(offer.gpu_type)
-    return float(match.group(1)) if match else 0.0
+    return offer.gpu_memory_gb or gpu_memory_gb(offer.gpu_type)
 
 
 def _fmt(values: frozenset[str]) -> str:

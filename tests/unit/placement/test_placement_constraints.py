@@ -26,7 +26,7 @@ def test_parse_all_annotations() -> None:
     assert c.providers == {"a", "b"}
     assert c.providers_deny == {"c"}
     assert c.regions == {"us-east"} and c.regions_deny == {"eu-west"}
-    assert c.gpu_types == {"H100", "A100-SXM-80GB"}
+    assert c.gpu_types == {"H100", "H100-SXM-80GB", "A100-SXM-80GB"}  # family + canonical id
     assert c.max_price == 3.5
     assert c.spot is Spot.ONLY
     assert c.spread_max_share == 0.5

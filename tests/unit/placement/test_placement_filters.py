@@ -28,6 +28,9 @@ def test_gpu_type_exact_and_family() -> None:
     assert f.gpu_type_reason(offer("a", "1", 1, gpu="H1000-X"), n) is not None  # family needs the dash
     assert "A100-40GB" in (f.gpu_type_reason(offer("a", "1", 1, gpu="A100-40GB"), n) or "")
     assert f.gpu_type_reason(offer("a", "1", 1, gpu="anything"), need()) is None
+    odd = need({"vkprovider.io/gpu-type": "nvidia-h100-80gb-hbm3"})  # any spelling reaches the canonical id
+    assert f.gpu_type_reason(offer("a", "1", 1, gpu="H100-SXM-80GB"), odd) is None
+    assert f.gpu_type_reason(offer("a", "1", 1, gpu="H100-PCIE-80GB"), odd) is not None
 
 
 def test_gpu_count_fit_is_at_least_requested() -> None:

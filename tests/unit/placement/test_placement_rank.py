@@ -59,7 +59,7 @@ async def test_detail_lists_every_rejected_offer_with_a_reason() -> None:
     why = {(r.offer_id, r.code): r.reason for r in decision.rejections}
     assert why == {
         ("a1", "capacity"): "no capacity left",
-        ("a2", "gpu-type"): "gpu L4 not in [H100]",
+        ("a2", "gpu-type"): "gpu L4 not in [H100-SXM-80GB]",
         ("b1", "unhealthy"): "provider unreachable: timeout",
     }
     assert decision.rejected_counts == {"capacity": 1, "gpu-type": 1, "unhealthy": 1}
