@@ -63,7 +63,10 @@ class KubernetesProvider:
 
     async def info(self) -> ProviderInfo:
         return ProviderInfo(
-            name=self._name, adapter="kubernetes", version=__version__, capabilities=Capabilities(logs=True)
+            name=self._name,
+            adapter="kubernetes",
+            version=__version__,
+            capabilities=Capabilities(logs=self._settings.logs),
         )
 
     async def probe(self) -> None:

@@ -29,6 +29,9 @@ class KubernetesSettings(BaseModel):
     price_per_gpu_hour: float = Field(default=0.0, ge=0)
     region: str = ""
     count_requested: bool = Field(default=True, description="subtract running pods' GPU requests")
+    #: Serve logs through the remote pod-log API; turn off where the remote API server cannot
+    #: reach its kubelets (some private clusters, kwok), so callers are not promised logs.
+    logs: bool = True
     # pods
     tolerations: list[dict[str, Any]] = []
     extra_labels: dict[str, str] = {}

@@ -95,6 +95,10 @@ def status_from_pod(provider: str, pod: dict[str, Any]) -> DeploymentStatus:
     if phase is None:
         log.warning("provider %s: pod %s has unknown phase %r", provider, meta.get("name"), raw_phase)
         phase, reason = Phase.UNKNOWN, reason or "UnknownProviderState"
+    if meta.get("deletionTimestamp") and phase is not Phase.SUCCEEDED:
+        # a pod being deleted never runs again: report it terminal so nobody waits on it
+        phase, reason = Phase.FAILED, "Terminating"
+        message = message or "the remote pod is being deleted"
     containers = [_container_status(c) for c in status.get("containerStatuses") or []]
     if phase is Phase.PENDING and not reason:
         waiting = next((c for c in containers if c.state is ContainerState.WAITING and c.reason), None)

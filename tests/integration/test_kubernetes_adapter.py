@@ -27,10 +27,12 @@ from vkprovider.plugins.api import (
     DeploymentStatus,
     EnvVar,
     FileMount,
+    LogOptions,
     NoCapacity,
     NotFound,
     Phase,
     Port,
+    Transient,
 )
 
 pytestmark = pytest.mark.cluster
@@ -234,3 +236,27 @@ async def test_a_pod_that_fits_nowhere_stays_pending_unschedulable(provider: Kub
 async def test_an_unknown_gpu_type_is_no_capacity(provider: KubernetesProvider) -> None:
     with pytest.raises(NoCapacity):
         await provider.deploy(request_for("vk-x", gpu_type="MI300X-192GB"))
+
+
+async def test_logs_failure_on_a_node_without_kubelet_is_transient(provider: KubernetesProvider) -> None:
+    """kwok runs no kubelet, so the API server cannot fetch logs: a clear Transient, not a hang."""
+    request = request_for("vk-logs")
+    await provider.deploy(request)
+    await running(provider, request.uid)
+    with pytest.raises(Transient, match="logs"):
+        async with asyncio.timeout(30):
+            _ = [chunk async for chunk in provider.logs(request.uid, LogOptions(tail_lines=10))]
+    with pytest.raises(NotFound):
+        _ = [chunk async for chunk in provider.logs(str(uuid.uuid4()), LogOptions())]
+    await provider.delete(request.uid)
+
+
+async def test_a_deleted_pod_reads_as_terminal_or_gone(provider: KubernetesProvider) -> None:
+    request = request_for("vk-term")
+    await provider.deploy(request)
+    await provider.delete(request.uid)
+    try:
+        status = await provider.get(request.uid)
+    except NotFound:
+        return
+    assert status.phase.terminal
