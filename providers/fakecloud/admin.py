@@ -16,6 +16,7 @@ from vkprovider.plugins.api import Phase
 
 from .config import Knobs
 from .lifecycle import Outcome
+from .rules import Rule
 from .state import ApiError, Deployment, Store
 
 admin_router = APIRouter()
@@ -156,6 +157,20 @@ async def finish(request: Request, uid: str, body: FinishBody | None = None) -> 
     return store.status(store.terminate(uid, outcome)).model_dump(mode="json")
 
 
+@admin_router.post("/deployments/{uid}/start")
+async def start(request: Request, uid: str) -> dict[str, Any]:
+    """Skip provisioning: the deployment is running from now on (serving after the usual wait)."""
+    store = _store(request)
+    return store.status(store.skip_to(uid, "running")).model_dump(mode="json")
+
+
+@admin_router.post("/deployments/{uid}/serve")
+async def serve(request: Request, uid: str) -> dict[str, Any]:
+    """Skip to serving: running and Ready now."""
+    store = _store(request)
+    return store.status(store.skip_to(uid, "serving")).model_dump(mode="json")
+
+
 @admin_router.post("/deployments/{uid}/lose")
 async def lose(request: Request, uid: str) -> dict[str, str]:
     """The deployment vanishes as if the cloud lost it (capacity comes back)."""
@@ -172,6 +187,33 @@ async def append_logs(request: Request, uid: str, body: LogBody) -> dict[str, in
     now = store.clock()
     d.extra_logs.extend((now, body.container, line) for line in body.lines)
     return {"appended": len(body.lines)}
+
+
+@admin_router.get("/rules")
+async def list_rules(request: Request) -> list[dict[str, Any]]:
+    return [rule.model_dump() for rule in _store(request).rules.active]
+
+
+@admin_router.post("/rules", status_code=201)
+async def add_rule(request: Request, rule: Rule) -> dict[str, Any]:
+    """Inject a fault on one route: ``{"method": "POST", "path": "/v1/deployments", "status": 409,
+    "times": 1}`` fails the next create; ``{"path": "/v1/offers", "delay_seconds": 5}`` slows all."""
+    return _store(request).rules.add(rule).model_dump()
+
+
+@admin_router.delete("/rules/{rule_id}")
+async def delete_rule(request: Request, rule_id: str) -> dict[str, Any]:
+    """Remove a rule; returns it (with its final ``hits``) so callers can keep counting."""
+    rule = _store(request).rules.remove(rule_id)
+    if rule is None:
+        raise ApiError(404, "NotFound", f"no rule {rule_id!r}")
+    return rule.model_dump()
+
+
+@admin_router.delete("/rules")
+async def clear_rules(request: Request) -> dict[str, bool]:
+    _store(request).rules.clear()
+    return {"deleted": True}
 
 
 @admin_router.get("/stats")

@@ -38,6 +38,13 @@ async def _chaos(store: Store, request: Request) -> Response | None:
     knobs = store.knobs
     if knobs.outage:
         return error_response(503, "Unavailable", f"{store.config.provider} is down (outage)")
+    rule = store.rules.take(request.method, request.url.path)
+    if rule is not None:
+        if rule.delay_seconds:
+            await asyncio.sleep(rule.delay_seconds)
+        if rule.status is not None:
+            headers = {"Retry-After": f"{rule.retry_after:g}"} if rule.retry_after is not None else None
+            return error_response(rule.status, rule.error_code, rule.message, headers)
     if not _applies(knobs, request):
         return None
     jitter, hang, limited, failed = (store.rng.random() for _ in range(4))

@@ -12,12 +12,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from vkprovider.plugins.api import LABEL_POD_UID, DeploymentRequest, DeploymentStatus, Phase
 
 from .config import CatalogEntry, FakeCloudConfig, Knobs
 from .lifecycle import Outcome, status_of
+from .rules import Rules
 
 
 class ApiError(Exception):
@@ -74,6 +75,7 @@ class Store:
         self.lost: dict[str, dict[str, str]] = {}
         #: "METHOD /route" → count of API requests served, for tests and the admin stats endpoint.
         self.requests: dict[str, int] = {}
+        self.rules = Rules()
         self._ids = itertools.count(1)
         self.reset(config.seed)
 
@@ -84,6 +86,7 @@ class Store:
         self.deployments.clear()
         self.lost.clear()
         self.requests.clear()
+        self.rules.clear()
 
     def set_knobs(self, knobs: Knobs) -> None:
         self.knobs = knobs
@@ -188,6 +191,16 @@ class Store:
         deployment = self.get(uid)
         if deployment.outcome is None and not self.status(deployment).phase.terminal:
             deployment.outcome = outcome
+        return deployment
+
+    def skip_to(self, uid: str, stage: str) -> Deployment:
+        """Move a deployment's clock forward so it is ``running`` or ``serving`` now."""
+        deployment = self.get(uid)
+        life = self.config.lifecycle
+        elapsed = life.provisioning_seconds + (life.serving_after_seconds if stage == "serving" else 0.0)
+        shift = max(0.0, deployment.created - (self.clock() - elapsed))
+        deployment.created -= shift
+        deployment.created_wall -= timedelta(seconds=shift)
         return deployment
 
     def lost_status(self, uid: str) -> DeploymentStatus:
