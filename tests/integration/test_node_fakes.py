@@ -86,6 +86,16 @@ async def eventually(check: CheckFn, timeout: float = 60.0, interval: float = 0.
             await asyncio.sleep(interval)
 
 
+async def wait_for_probes(provider: SwitchableProvider, rounds: int = 2) -> None:
+    """Until the agent has probed ``provider`` ``rounds`` more times (so it acted on the result)."""
+    target = provider.probes + rounds
+
+    async def done() -> bool:
+        return provider.probes >= target
+
+    await eventually(done, timeout=10, interval=0.05)
+
+
 def node_config(name: str | None = None, **overrides: Any) -> NodeConfig:
     """Short intervals so a test sees many renewals/heartbeats (no timing is asserted)."""
     values: dict[str, Any] = {
