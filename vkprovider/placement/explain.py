@@ -86,8 +86,9 @@ def event_message(decision: Decision) -> str:
     failed = sum(1 for a in decision.attempts if a.outcome != "ok")
     tail = f"; after {failed} failed attempt(s)" if failed else ""
     kept = " (kept: already running there)" if best.current else ""
+    verb = "placed on" if decision.chosen is not None else "best candidate"
     return (
-        f"placed on {o.provider}/{o.offer_id}{kept}: {o.gpu_type}x{o.gpu_count} {o.region or '-'}"
+        f"{verb} {o.provider}/{o.offer_id}{kept}: {o.gpu_type}x{o.gpu_count} {o.region or '-'}"
         f"{' spot' if o.spot else ''} at {_money(best.list_price)}/h list, {_money(best.score)}/h effective; "
         f"{len(decision.candidates)} candidate(s), {filtered} offer(s) filtered out{tail}"
     )
@@ -125,10 +126,15 @@ def render_table(decision: Decision, *, max_rejections: int = 50) -> str:
         )
     header = ["RANK", "PROVIDER", "OFFER", "GPU", "REGION", "KIND", "LIST/H", "DISC/H"]
     header += ["FAIL/H", "START/H", "WEIGHT", "EFFECTIVE/H", "NOTE"]
-    lines = [f"pod {decision.uid}: {decision.total_offers} offers, {decision.feasible} feasible"]
+    lines = [f"decision for pod {decision.uid}: {decision.total_offers} offers, {decision.feasible} feasible"]
     lines.append(event_message(decision))
     lines.append("")
     lines += _table(header, rows) if rows else ["(no candidates)"]
+    hidden = decision.feasible - len(decision.candidates)
+    if hidden > 0:
+        lines.append(
+            f"({hidden} more feasible offers not listed: a cheaper one of the same provider/GPU/region is, or beyond the top rows)"
+        )
     if decision.unevaluated:
         lines.append(f"({decision.unevaluated} more offers priced out of the top {len(decision.candidates)})")
     if decision.stale:

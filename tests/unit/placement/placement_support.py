@@ -143,3 +143,15 @@ async def placer_for(*providers: MemProvider, config: object = None, clock: Cloc
     )
     await placer.refresh()
     return placer
+
+
+class StaticAdapter(MemProvider):
+    """A registry-loadable adapter (``adapter: "placement_support:StaticAdapter"``) for CLI tests."""
+
+    from pydantic import BaseModel as _Base
+
+    class Settings(_Base):
+        offers: list[dict[str, object]] = []
+
+    def __init__(self, name: str, settings: StaticAdapter.Settings) -> None:
+        super().__init__(name, [Offer.model_validate({"provider": name, **o}) for o in settings.offers])
