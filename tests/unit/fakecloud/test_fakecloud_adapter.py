@@ -191,3 +191,23 @@ async def test_api_key_is_required_when_configured() -> None:
         finally:
             await good.close()
             await bad.close()
+
+
+async def test_start_and_serve_verbs_skip_the_wait() -> None:
+    from fakecloud_helpers import config
+    from vkprovider_fakecloud.server import running_fakecloud
+
+    slow = config(lifecycle={"provisioning_seconds": 3600, "serving_after_seconds": 3600})
+    async with running_fakecloud(slow) as server:
+        adapter = FakeCloudProvider("slow", FakeCloudProvider.Settings(url=server.url))
+        async with httpx.AsyncClient(base_url=server.url + "/admin") as slow_admin:
+            try:
+                await adapter.deploy(request("s"))
+                assert (await adapter.get("s")).phase is Phase.PENDING
+                await slow_admin.post("/deployments/s/start")
+                running = await adapter.get("s")
+                assert (running.phase, running.ready) == (Phase.RUNNING, False)
+                await slow_admin.post("/deployments/s/serve")
+                assert (await adapter.get("s")).ready
+            finally:
+                await adapter.close()

@@ -8,7 +8,7 @@ from fakecloud_helpers import config, request
 from vkprovider_fakecloud.adapter import FakeCloudProvider
 from vkprovider_fakecloud.server import FakeCloudServer, running_fakecloud
 
-from vkprovider.plugins.api import NotFound, Transient
+from vkprovider.plugins.api import NoCapacity, NotFound, Transient
 
 
 async def test_server_errors_are_transient(provider: FakeCloudProvider, admin: httpx.AsyncClient) -> None:
@@ -116,3 +116,38 @@ async def test_seeded_chaos_is_reproducible() -> None:
     assert first == second
     assert {"ok", "5xx", "429"} <= set(first)
     assert first != other
+
+
+async def test_rules_fail_the_next_call_of_one_route(
+    provider: FakeCloudProvider, admin: httpx.AsyncClient
+) -> None:
+    rule = {
+        "method": "GET",
+        "path": "/v1/deployments/{uid}",
+        "status": 409,
+        "message": "sold out",
+        "times": 1,
+    }
+    created = (await admin.post("/rules", json=rule)).json()
+    assert created["code"] == "" and created["id"]
+    await provider.deploy(request("r1"))  # other routes are untouched
+    with pytest.raises(NoCapacity, match="sold out"):
+        await provider.get("r1")
+    assert (await provider.get("r1")).uid == "r1"  # one-shot: expired after one hit
+    assert (await admin.get("/rules")).json() == []
+
+
+async def test_delay_rule_counts_hits_and_returns_them_on_removal(
+    server: FakeCloudServer, admin: httpx.AsyncClient
+) -> None:
+    rule = (await admin.post("/rules", json={"path": "/v1/offers", "delay_seconds": 0.5})).json()
+    impatient = FakeCloudProvider("p", FakeCloudProvider.Settings(url=server.url, timeout_seconds=0.1))
+    try:
+        with pytest.raises(Transient, match="timed out"):
+            await impatient.offers()
+        await impatient.probe()  # /v1/health is not delayed
+    finally:
+        await impatient.close()
+    removed = (await admin.delete(f"/rules/{rule['id']}")).json()
+    assert removed["hits"] == 1
+    assert (await admin.delete(f"/rules/{rule['id']}")).status_code == 404
