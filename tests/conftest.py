@@ -23,7 +23,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         yield started
     finally:
         if not os.environ.get("VKPROVIDER_TEST_KEEP_CLUSTER"):
-            await started.stop()
+            await started.stop(remove=True)
 
 
 @pytest.fixture(scope="session")

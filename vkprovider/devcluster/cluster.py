@@ -200,12 +200,17 @@ class Cluster:
             await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
         self.save()
 
-    async def stop(self) -> None:
-        """Stop every component, newest first, by PID; safe to call twice."""
+    async def stop(self, *, remove: bool = False) -> None:
+        """Stop every component, newest first, by PID; safe to call twice.
+
+        ``remove`` also deletes the run directory (etcd data, certificates, logs).
+        """
         for proc in reversed(self.processes):
             await asyncio.to_thread(proc.stop)
         self.processes.clear()
         (self.workdir / "state.json").unlink(missing_ok=True)
+        if remove:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ state
 

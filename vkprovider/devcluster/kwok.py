@@ -24,7 +24,7 @@ def args(kubeconfig: Path, server_port: int) -> list[str]:
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
         f"--server-address=127.0.0.1:{server_port}",
-        "--node-lease-duration-seconds=40",
+        "--node-lease-duration-seconds=8",  # renewed every 2 s: well inside the 10 s grace
         "--cidr=10.244.0.0/16",
         "--node-ip=127.0.0.2",
     ]
