@@ -23,7 +23,7 @@ from vkprovider.models import (
     RegistryCredential,
 )
 from vkprovider.plugins._generated import provider_pb2 as pb
-from vkprovider.plugins.grpc import convert
+from vkprovider.plugins.grpc import convert, convert_request
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -63,15 +63,15 @@ def full_request() -> DeploymentRequest:
 
 def test_request_round_trip_adds_the_identity_labels() -> None:
     request = full_request()
-    back = convert.request_from_pb(
-        pb.DeploymentRequest.FromString(convert.request_to_pb(request).SerializeToString())
+    back = convert_request.request_from_pb(
+        pb.DeploymentRequest.FromString(convert_request.request_to_pb(request).SerializeToString())
     )
     assert back == request.model_copy(update={"labels": {**request.labels, **request.tags()}})
 
 
 def test_optional_request_fields_stay_unset() -> None:
     minimal = DeploymentRequest(uid="u", namespace="n", name="p", node_name="vk", containers=[])
-    back = convert.request_from_pb(convert.request_to_pb(minimal))
+    back = convert_request.request_from_pb(convert_request.request_to_pb(minimal))
     assert (back.gpu_type, back.offer_id, back.region) == (None, None, None)
 
 
@@ -120,8 +120,10 @@ def test_info_offer_and_log_options_round_trip() -> None:
     options = LogOptions(
         container="c", follow=True, tail_lines=0, since_seconds=5, limit_bytes=10, timestamps=True
     )
-    assert convert.log_options_from_pb(convert.log_options_to_pb(options)) == options
-    assert convert.log_options_from_pb(convert.log_options_to_pb(LogOptions())) == LogOptions()
+    assert convert_request.log_options_from_pb(convert_request.log_options_to_pb(options)) == options
+    assert (
+        convert_request.log_options_from_pb(convert_request.log_options_to_pb(LogOptions())) == LogOptions()
+    )
 
 
 def test_unknown_phase_or_container_state_is_malformed() -> None:

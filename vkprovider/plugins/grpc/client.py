@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from vkprovider.errors import Transient
 from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, ProviderInfo
 from vkprovider.plugins._generated import provider_pb2 as pb
-from vkprovider.plugins.grpc import convert, methods
+from vkprovider.plugins.grpc import convert, convert_request, methods
 from vkprovider.plugins.grpc.channel import AddressChannel, ChannelSource
 from vkprovider.plugins.grpc.status import from_rpc_error
 
@@ -133,7 +133,9 @@ class GrpcProvider:
         return self._decode("Offers", lambda: [convert.offer_from_pb(o) for o in reply.offers])
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        reply = await self._unary(methods.DEPLOY, pb.DeployRequest(request=convert.request_to_pb(request)))
+        reply = await self._unary(
+            methods.DEPLOY, pb.DeployRequest(request=convert_request.request_to_pb(request))
+        )
         return self._decode("Deploy", lambda: convert.status_from_pb(reply.status))
 
     async def get(self, uid: str) -> DeploymentStatus:
@@ -153,7 +155,7 @@ class GrpcProvider:
     # ---- optional capabilities -------------------------------------------------------------
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
-        request = pb.LogsRequest(uid=uid, options=convert.log_options_to_pb(options))
+        request = pb.LogsRequest(uid=uid, options=convert_request.log_options_to_pb(options))
         timeout = None if options.follow else self.call_timeout
         async for reply in self._stream(methods.LOGS, request, timeout=timeout):
             yield reply.data

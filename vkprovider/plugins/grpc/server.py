@@ -17,7 +17,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 from vkprovider.errors import InvalidRequest, ProviderError
 from vkprovider.plugins._generated import provider_pb2 as pb
 from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
-from vkprovider.plugins.grpc import convert, methods
+from vkprovider.plugins.grpc import convert, convert_request, methods
 from vkprovider.plugins.grpc.handshake import check_address
 from vkprovider.plugins.grpc.status import encode_error
 from vkprovider.plugins.guard import guard
@@ -61,7 +61,7 @@ class ProviderServicer:
     async def Deploy(self, request: pb.DeployRequest, context: Context) -> pb.DeployResponse:
         try:
             try:
-                deployment = convert.request_from_pb(request.request)
+                deployment = convert_request.request_from_pb(request.request)
             except convert.MalformedReply as exc:
                 raise InvalidRequest(f"malformed deployment request: {exc}") from None
             status = await self.provider.deploy(deployment)
@@ -108,7 +108,7 @@ class ProviderServicer:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this plugin has no logs capability")
             return
         try:
-            options = convert.log_options_from_pb(request.options)
+            options = convert_request.log_options_from_pb(request.options)
             async for chunk in self.provider.logs(request.uid, options):
                 yield pb.LogsResponse(data=chunk)
         except convert.MalformedReply as exc:
