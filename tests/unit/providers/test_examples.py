@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from vkprovider.config import load_settings
 from vkprovider_kubernetes.adapter import KubernetesProvider
 from vkprovider_runpod.adapter import RunPodProvider
 from vkprovider_vastai.adapter import VastAiProvider
+
+from vkprovider.config import load_settings
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 ADAPTERS = {"runpod": RunPodProvider, "vastai": VastAiProvider, "kubernetes": KubernetesProvider}
