@@ -3,7 +3,8 @@
 Builds the configured providers, fetches their live offers once, translates the pod and prints
 the ranked candidate table ``Placer.rank`` produces, with every filtered-out offer and why.
 Nothing is deployed. Placement only needs the pod's resources and annotations, so env,
-volumes and pull secrets are dropped before translation: a dry run needs no cluster access.
+volumes and pull secrets are dropped before translation (``vkprovider.http.explain``, shared with
+the admin endpoint): a dry run needs no cluster access.
 
 Exit codes: 0 a provider would take the pod, 1 no provider would, 2 bad input or config.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import sys
 from collections.abc import Mapping
@@ -22,26 +22,10 @@ from typing import Any
 import yaml
 
 from vkprovider.errors import ConfigError, InvalidRequest
-from vkprovider.placement import Decision, PlacementConfig, Placer, PodContext
-from vkprovider.placement.constraints import parse_constraints
+from vkprovider.http.explain import check_pod, pod_request_context
+from vkprovider.placement import Decision, PlacementConfig, Placer
 from vkprovider.placement.explain import decision_dict, render_table
 from vkprovider.placement.types import PlacementTarget
-
-DRY_RUN_UID = "dry-run"
-_DROP_FROM_CONTAINERS = ("env", "envFrom", "volumeMounts", "volumeDevices")
-
-
-class _NoObjects:
-    """An ObjectSource that resolves nothing (the pod's refs are stripped before translation)."""
-
-    async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
-        return None
-
-    async def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None:
-        return None
-
-    async def list_services(self, namespace: str) -> list[Mapping[str, Any]]:
-        return []
 
 
 def register(subparsers: Any) -> None:
@@ -75,49 +59,6 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return " ".join(str(exc).split())
 
 
-def check_pod(pod: Any, where: str) -> dict[str, Any]:
-    if not isinstance(pod, dict):
-        raise InvalidRequest(f"{where}: expected a Pod object, got {type(pod).__name__}")
-    kind = pod.get("kind", "Pod")
-    if kind != "Pod":
-        raise InvalidRequest(f"{where}: kind: expected Pod, got {kind!r}")
-    if not isinstance(pod.get("spec"), dict) or not pod["spec"].get("containers"):
-        raise InvalidRequest(f"{where}: spec.containers: a Pod needs at least one container")
-    return pod
-
-
-def placement_view(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod with everything placement does not read removed, and a dry-run UID if it has none."""
-    view = copy.deepcopy(dict(pod))
-    meta = view.setdefault("metadata", {}) or {}
-    view["metadata"] = meta
-    meta.setdefault("uid", DRY_RUN_UID)
-    meta.setdefault("name", "dry-run")
-    spec = view["spec"]
-    for key in ("volumes", "imagePullSecrets"):
-        spec.pop(key, None)
-    spec["enableServiceLinks"] = False
-    for group in ("containers", "initContainers"):
-        for container in spec.get(group) or []:
-            if isinstance(container, dict):
-                for key in _DROP_FROM_CONTAINERS:
-                    container.pop(key, None)
-    return view
-
-
-async def pod_request_context(pod: Mapping[str, Any], node_name: str) -> tuple[Any, PodContext]:
-    """Translate the pod (leniently) into a ``DeploymentRequest`` and its ``PodContext``."""
-    from vkprovider.translate import translate_pod
-
-    view = placement_view(pod)
-    translation = await translate_pod(view, node_name=node_name, source=_NoObjects())
-    request = translation.request
-    meta = view["metadata"]
-    owners = meta.get("ownerReferences") or []
-    workload = next((o.get("uid") for o in owners if isinstance(o, dict) and o.get("controller")), None)
-    return request, PodContext(request.namespace, request.annotations, workload=workload)
-
-
 async def explain(
     pod: Mapping[str, Any],
     providers: Mapping[str, PlacementTarget],
@@ -125,8 +66,7 @@ async def explain(
     node_name: str,
 ) -> tuple[Decision, dict[str, str]]:
     """Refresh offers once, rank the pod with per-offer reasons; also return refresh errors."""
-    request, ctx = await pod_request_context(pod, node_name)
-    parse_constraints(ctx.annotations)  # a bad annotation is an input error: report it before any I/O
+    request, ctx = await pod_request_context(pod, node_name)  # input errors surface before any I/O
     placer = Placer(providers, placer_config)
     await placer.refresh()
     errors = {n: c.error for n, c in placer.catalog.providers.items() if c.error}

@@ -13,7 +13,7 @@ import yaml
 from placement_support import MemProvider
 
 from vkprovider.cli import main
-from vkprovider.cli.explain import pod_request_context
+from vkprovider.http.explain import pod_request_context
 from vkprovider.models import Offer
 from vkprovider.placement import PlacementConfig, Placer
 
