@@ -31,7 +31,15 @@ from vkprovider.plugins.api import (
 from . import __version__
 from .client import RunPodClient
 from .gpus import normalize_gpu
-from .mapping import Target, build_create_body, identity, offers_from_catalog, parse_pod, status_from_pod
+from .mapping import (
+    Target,
+    build_create_body,
+    check_supported,
+    identity,
+    offers_from_catalog,
+    parse_pod,
+    status_from_pod,
+)
 from .secrets import ApiKeySource
 from .settings import RunPodSettings
 
@@ -94,6 +102,7 @@ class RunPodProvider:
                 return await self.get(request.uid)
             except NotFound:
                 pass
+            check_supported(request)
             target = await self._target(request)
             body = build_create_body(request, target, self._settings)
             created = await self._client.create_pod(body)

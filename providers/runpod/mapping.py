@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vkprovider.plugins.api import (
+    Container,
     ContainerState,
     ContainerStatus,
     DeploymentRequest,
@@ -123,11 +124,10 @@ def offers_from_catalog(provider: str, cloud: str, gpus: list[Any], settings: Ru
 # --- request → create body --------------------------------------------------------------------
 
 
-def build_create_body(request: DeploymentRequest, target: Target, settings: RunPodSettings) -> dict[str, Any]:
-    """The ``CreatePodRequest`` for ``request``; unsupported features raise ``InvalidRequest``.
+def check_supported(request: DeploymentRequest) -> Container:
+    """The single container to run, or ``InvalidRequest`` naming the first unsupported field.
 
-    Nothing is sent for a request we cannot honour completely: a half-deployed pod is worse than a
-    clear failure naming the field.
+    Called before any API call: a half-deployed pod is worse than a clear failure.
     """
     if len(request.containers) != 1:
         raise InvalidRequest(
@@ -144,13 +144,20 @@ def build_create_body(request: DeploymentRequest, target: Target, settings: RunP
         )
     if container.working_dir:
         raise InvalidRequest(f"spec.containers[{container.name}].workingDir: not supported by RunPod")
-    ports: list[str] = []
     for port in container.ports:
         if port.protocol != "TCP":
             raise InvalidRequest(
                 f"spec.containers[{container.name}].ports[{port.container_port}].protocol: "
                 f"RunPod exposes only TCP/HTTP ports, got {port.protocol}"
             )
+    return container
+
+
+def build_create_body(request: DeploymentRequest, target: Target, settings: RunPodSettings) -> dict[str, Any]:
+    """The ``CreatePodRequest`` for ``request`` (see :func:`check_supported` for what is refused)."""
+    container = check_supported(request)
+    ports: list[str] = []
+    for port in container.ports:
         kind = "http" if port.name.lower().startswith("http") else "tcp"
         ports.append(f"{port.container_port}/{kind}")
     env = {var.name: var.value for var in container.env}

@@ -594,3 +594,14 @@ async def test_logs_of_unknown_uid_is_not_found(provider: RunPodProvider, api: r
     with pytest.raises(NotFound):
         async for _ in provider.logs("nope", LogOptions()):
             pass
+
+
+async def test_unsupported_input_is_refused_before_any_catalog_read(
+    provider: RunPodProvider, api: respx.MockRouter
+) -> None:
+    api.get("/v2/pods").respond(200, json={"pods": []})
+    catalog = api.get("/v2/catalog/gpus")
+    two = [Container(name="a", image="x"), Container(name="b", image="y")]
+    with pytest.raises(InvalidRequest, match="spec.containers"):
+        await provider.deploy(request_for(offer_id=None, containers=two))
+    assert not catalog.called
