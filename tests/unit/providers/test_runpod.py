@@ -11,7 +11,7 @@ import asyncio
 import copy
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ async def provider() -> AsyncIterator[RunPodProvider]:
 
 
 @pytest.fixture
-def api() -> respx.MockRouter:
+def api() -> Iterator[respx.MockRouter]:
     with respx.mock(base_url=BASE, assert_all_called=False) as router:
         yield router
 
