@@ -602,6 +602,6 @@ async def test_unsupported_input_is_refused_before_any_catalog_read(
     api.get("/v2/pods").respond(200, json={"pods": []})
     catalog = api.get("/v2/catalog/gpus")
     two = [Container(name="a", image="x"), Container(name="b", image="y")]
-    with pytest.raises(InvalidRequest, match="spec.containers"):
+    with pytest.raises(InvalidRequest, match=r"spec\.containers"):
         await provider.deploy(request_for(offer_id=None, containers=two))
     assert not catalog.called
