@@ -280,10 +280,22 @@ async def test_plugin_killed_mid_call_is_transient_then_restarted(harness: Harne
                 return (await harness.delay_stats("deploy")).started > before.started
 
             await eventually(call_arrived)
+            watching = (await provider.info()).capabilities.watch and isinstance(provider, SupportsWatch)
+            if watching:
+                assert isinstance(provider, SupportsWatch)
+                stream = provider.watch("node-killed")
+                first = asyncio.create_task(anext(stream))
+                await asyncio.sleep(0.2)  # let the stream open; it may or may not have sent a snapshot
             os.kill(old_pid, signal.SIGKILL)
             with pytest.raises(Transient):
                 async with asyncio.timeout(10):  # far below the 20 s call deadline: no waiting it out
                     await task
+            if watching:
+                with pytest.raises(Transient):  # an open stream ends with Transient too, never hangs
+                    async with asyncio.timeout(10):
+                        await first
+                        while True:
+                            await anext(stream)
             await harness.delay("deploy", 0)
             while True:
                 try:

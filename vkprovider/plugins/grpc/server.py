@@ -9,7 +9,7 @@ period. Cancelled RPCs cancel the adapter's coroutine (grpc.aio cancels the hand
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -25,9 +25,11 @@ from vkprovider.plugins.guard import guard
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-async def _abort(context: Context, exc: ProviderError) -> None:
+async def _abort(context: Context, exc: ProviderError) -> NoReturn:
+    """End the RPC with ``exc`` on the wire (``context.abort`` raises to unwind the handler)."""
     code, message, trailers = encode_error(exc)
     await context.abort(code, message, trailing_metadata=trailers)
+    raise AssertionError("context.abort returned")
 
 
 class ProviderServicer:
@@ -41,7 +43,6 @@ class ProviderServicer:
             return pb.GetInfoResponse(info=convert.info_to_pb(await self.provider.info()))
         except ProviderError as exc:
             await _abort(context, exc)
-            raise
 
     async def Probe(self, request: pb.ProbeRequest, context: Context) -> pb.ProbeResponse:
         try:
@@ -55,7 +56,6 @@ class ProviderServicer:
             offers = await self.provider.offers()
         except ProviderError as exc:
             await _abort(context, exc)
-            raise
         return pb.OffersResponse(offers=[convert.offer_to_pb(o) for o in offers])
 
     async def Deploy(self, request: pb.DeployRequest, context: Context) -> pb.DeployResponse:
@@ -67,7 +67,6 @@ class ProviderServicer:
             status = await self.provider.deploy(deployment)
         except ProviderError as exc:
             await _abort(context, exc)
-            raise
         return pb.DeployResponse(status=convert.status_to_pb(status))
 
     async def Get(self, request: pb.GetRequest, context: Context) -> pb.GetResponse:
@@ -75,7 +74,6 @@ class ProviderServicer:
             status = await self.provider.get(request.uid)
         except ProviderError as exc:
             await _abort(context, exc)
-            raise
         return pb.GetResponse(status=convert.status_to_pb(status))
 
     async def List(self, request: pb.ListRequest, context: Context) -> pb.ListResponse:
@@ -83,7 +81,6 @@ class ProviderServicer:
             statuses = await self.provider.list(request.node_name)
         except ProviderError as exc:
             await _abort(context, exc)
-            raise
         return pb.ListResponse(statuses=[convert.status_to_pb(s) for s in statuses])
 
     async def Delete(self, request: pb.DeleteRequest, context: Context) -> pb.DeleteResponse:

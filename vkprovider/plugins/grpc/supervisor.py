@@ -140,7 +140,7 @@ class PluginSupervisor:
         while not self._stopping:
             started = loop.time()
             try:
-                await self._launch(attempt)
+                await self._launch()
                 await self._run_until_exit()
             except PluginStartError as exc:
                 self._last_error = str(exc)
@@ -168,7 +168,7 @@ class PluginSupervisor:
             )
             await asyncio.sleep(delay)
 
-    async def _launch(self, attempt: int) -> None:
+    async def _launch(self) -> None:
         assert self.config.command and self._sockdir is not None
         suggested = f"unix:{Path(self._sockdir) / f'plugin-{self.restarts}.sock'}"
         env = {**os.environ, **self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
