@@ -2,7 +2,9 @@
 
 Prints the handshake line (``vkprovider-plugin|1|<address>``) on stdout once serving, so the
 service's plugin supervisor (or a human) knows where to connect; logs go to stderr. SIGTERM or
-SIGINT stops it gracefully (NOT_SERVING, drain in-flight calls, close the adapter).
+SIGINT stops it gracefully (NOT_SERVING, drain in-flight calls, close the adapter). When launched
+by a host (``VKPROVIDER_PLUGIN_ADDRESS`` set) it also stops if that host dies without stopping
+it, so a crashed service never leaves plugins behind.
 """
 
 from __future__ import annotations
@@ -75,14 +77,26 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(_run(provider, address, args.grace))
 
 
+async def _stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    logging.getLogger(__name__).warning("host process %d is gone; stopping", parent)
+    stop.set()
+
+
 async def _run(provider: Any, address: str, grace: float) -> int:
     server = await serve_adapter(provider, address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watcher = None
+    if os.environ.get(ADDRESS_ENV):
+        watcher = asyncio.create_task(_stop_when_orphaned(os.getppid(), stop))
     print(format_handshake(server.address), flush=True)
     await stop.wait()
+    if watcher is not None:
+        watcher.cancel()
     await server.stop(grace)
     await provider.close()
     return 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -72,3 +74,39 @@ async def test_prints_a_handshake_line_then_serves(tmp_path: Path) -> None:
         proc.terminate()
         async with asyncio.timeout(30):
             assert await proc.wait() == 0
+
+
+async def test_a_launched_plugin_stops_when_its_host_dies(tmp_path: Path) -> None:
+    """The "host" here is a short-lived middle process that starts the plugin and exits."""
+    config = tmp_path / "c.yaml"
+    config.write_text("url: u\n")
+    serve = [sys.executable, "-m", "vkprovider", "plugin", "serve", "plugin_fixtures:TinyProvider"]
+    serve += ["--config", str(config)]
+    host = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen({serve!r}, stdout=subprocess.PIPE)\n"
+        "print(p.stdout.readline().decode().strip(), p.pid, flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(HERE), "VKPROVIDER_PLUGIN_ADDRESS": f"unix:{tmp_path}/p.sock"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", host, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    async with asyncio.timeout(60):
+        out, _ = await proc.communicate()
+    handshake, pid_text = out.decode().split()
+    assert parse_handshake(handshake).address == f"unix:{tmp_path}/p.sock"
+    plugin_pid = int(pid_text)
+    gone = False
+    try:
+        async with asyncio.timeout(30):
+            while not gone:
+                try:
+                    os.kill(plugin_pid, 0)
+                    await asyncio.sleep(0.1)
+                except ProcessLookupError:
+                    gone = True
+    finally:
+        if not gone:  # the test failed: do not leave the plugin running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(plugin_pid, signal.SIGKILL)
+    assert gone
