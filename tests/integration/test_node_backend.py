@@ -32,7 +32,7 @@ LOCAL_CAPACITY = {"key": "local-capacity", "value": "available", "effect": "NoSc
 def _providers() -> dict[str, SwitchableProvider]:
     return {
         "a": SwitchableProvider("a", [offer("a", "h100", "H100-SXM-80GB", 2, 3)]),
-        "b": SwitchableProvider("b", [offer("b", "l4", "L4", 1, 4)]),
+        "b": SwitchableProvider("b", [offer("b", "l4", "L4-24GB", 1, 4)]),
     }
 
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cluster
 def _providers() -> dict[str, SwitchableProvider]:
     return {
         "cheap": SwitchableProvider("cheap", [offer("cheap", "h100x8", "H100-SXM-80GB", 8, 2)]),
-        "dear": SwitchableProvider("dear", [offer("dear", "l4", "L4", 1, 3)]),
+        "dear": SwitchableProvider("dear", [offer("dear", "l4", "L4-24GB", 1, 3)]),
     }
 
 
@@ -40,7 +40,7 @@ async def test_node_registers_ready_with_labels_taint_capacity_and_a_renewed_lea
         assert labels["kubernetes.io/hostname"] == cfg.name
         assert labels["team"] == "inference"
         assert labels["gpu.vkprovider.io/H100-SXM-80GB"] == "true"
-        assert labels["gpu.vkprovider.io/L4"] == "true"
+        assert labels["gpu.vkprovider.io/L4-24GB"] == "true"
         assert {"key": "virtual-kubelet.io/provider", "value": "vkprovider", "effect": "NoSchedule"} in got[
             "spec"
         ]["taints"]
@@ -118,7 +118,7 @@ async def test_foreign_condition_label_and_taint_survive_updates_and_re_registra
                 assert condition(got, "ExampleCondition") is not None
                 labels = got["metadata"]["labels"]
                 assert labels["someone.else/x"] == "y"
-                assert "gpu.vkprovider.io/L4" not in labels
+                assert "gpu.vkprovider.io/L4-24GB" not in labels
                 assert labels["gpu.vkprovider.io/H100-SXM-80GB"] == "true"
                 assert got["status"]["capacity"]["nvidia.com/gpu"] == "16"
                 assert taint_keys(got).count("virtual-kubelet.io/provider") == 1

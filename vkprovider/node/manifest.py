@@ -76,14 +76,20 @@ def owned_taints(breaker_open: bool) -> list[JSON]:
 
 
 def merge_taints(current: Sequence[JSON], desired: Sequence[JSON]) -> list[JSON]:
-    """Foreign taints untouched and in order, then ours; an unchanged taint of ours keeps its
-    ``timeAdded``. Taints are matched by (key, effect), like the API's own uniqueness rule."""
-    ours = {(t["key"], t["effect"]): t for t in current if t.get("key") in OWNED_TAINT_KEYS}
-    merged = [dict(t) for t in current if t.get("key") not in OWNED_TAINT_KEYS]
-    for taint in desired:
-        existing = ours.get((taint["key"], taint["effect"]))
-        keep = existing is not None and existing.get("value", "") == taint.get("value", "")
-        merged.append(dict(existing) if keep and existing is not None else dict(taint))
+    """``current`` with only our taints changed: foreign taints untouched, order kept (so an
+    unchanged node compares equal and costs no write), an unchanged taint of ours keeps its
+    ``timeAdded``, new ones go last. Matched by (key, effect), the API's uniqueness rule."""
+    wanted = {(t["key"], t["effect"]): t for t in desired}
+    merged: list[JSON] = []
+    for taint in current:
+        if taint.get("key") not in OWNED_TAINT_KEYS:
+            merged.append(dict(taint))
+            continue
+        want = wanted.pop((taint.get("key"), taint.get("effect")), None)
+        if want is not None:  # else: ours and no longer wanted (or a duplicate): drop it
+            same = taint.get("value", "") == want.get("value", "")
+            merged.append(dict(taint) if same else dict(want))
+    merged.extend(dict(t) for t in wanted.values())
     return merged
 
 

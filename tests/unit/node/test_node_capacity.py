@@ -18,10 +18,10 @@ from vkprovider.placement.service import Placer
 def _providers() -> dict[str, SwitchableProvider]:
     return {
         "cheap": SwitchableProvider(
-            "cheap", [offer("cheap", "h1", "H100-SXM-80GB", 8, 2), offer("cheap", "l4", "L4", 1, 5)]
+            "cheap", [offer("cheap", "h1", "H100-SXM-80GB", 8, 2), offer("cheap", "l4", "L4-24GB", 1, 5)]
         ),
         "dear": SwitchableProvider(
-            "dear", [offer("dear", "a1", "A100-80GB", 2, 3), offer("dear", "x", "L4", 4, 0)]
+            "dear", [offer("dear", "a1", "A100-SXM-80GB", 2, 3), offer("dear", "x", "L4-24GB", 4, 0)]
         ),
     }
 
@@ -32,7 +32,7 @@ async def test_gpus_are_capacity_times_count_over_usable_providers() -> None:
     await placer.refresh()
     cap = current_capacity(placer)
     assert cap.gpus == 8 * 2 + 1 * 5 + 2 * 3 + 4 * 0
-    assert cap.gpu_types == {"H100-SXM-80GB", "L4", "A100-80GB"}
+    assert cap.gpu_types == {"H100-SXM-80GB", "L4-24GB", "A100-SXM-80GB"}
     assert not cap.breaker_open
 
     prober = Prober(providers, placer.health, timeout=0.5)
@@ -47,7 +47,7 @@ async def test_gpus_are_capacity_times_count_over_usable_providers() -> None:
     await asyncio.sleep(0.06)
     cap = current_capacity(placer)
     assert cap.breaker_open and cap.gpus == 0
-    assert cap.gpu_types == {"H100-SXM-80GB", "L4", "A100-80GB"}  # labels do not flap with health
+    assert cap.gpu_types == {"H100-SXM-80GB", "L4-24GB", "A100-SXM-80GB"}  # labels do not flap with health
 
     providers["cheap"].healthy = True
     assert await prober.probe_all()

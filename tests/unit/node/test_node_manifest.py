@@ -109,10 +109,11 @@ def test_merge_taints_touches_only_owned_keys() -> None:
     current = [foreign[0], ours_old, unavailable, foreign[1]]
 
     closed = merge_taints(current, owned_taints(False))
-    assert closed == [*foreign, ours_old]  # foreign kept in order; our unchanged taint keeps timeAdded
+    assert closed == [foreign[0], ours_old, foreign[1]]  # order kept; unchanged taint keeps timeAdded
+    assert merge_taints(closed, owned_taints(False)) == closed  # nothing to write
 
     reopened = merge_taints(closed, owned_taints(True))
-    assert reopened[:2] == foreign and unavailable in reopened
+    assert reopened == [*closed, unavailable]
     assert merge_taints(reopened, owned_taints(True)) == reopened  # idempotent
 
 
