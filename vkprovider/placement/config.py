@@ -45,7 +45,7 @@ class PlacementConfig(_Section):
         default=10.0, ge=0, description="a longer retry_after skips to the next candidate"
     )
     max_attempts: int = Field(default=5, ge=1, description="candidates tried per deploy")
-    max_candidates: int = Field(default=20, ge=1, description="ranked candidates kept per decision")
+    max_candidates: int = Field(default=10, ge=1, description="ranked candidates kept per decision")
 
     # Operator-level constraints; combined with the pod's annotations (both must allow).
     providers_allow: list[str] = Field(default=[], description="empty: every configured provider")

@@ -12,6 +12,7 @@ functions of :mod:`vkprovider.placement.filters`, one by one, with a human reaso
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -90,8 +91,9 @@ def rank_offers(uid: str, inp: RankInputs, *, stale: tuple[str, ...] = (), detai
     """Filter and score every cached offer; keep the best ``max_candidates`` in rank order.
 
     Within a GPU bucket offers are sorted by price and a provider's score is monotone in price,
-    so once an offer scores worse than the current K-th candidate the rest of its bucket is
-    skipped (counted as ``unevaluated``); the top K are exact.
+    so once an offer scores strictly worse than the K-th best score so far the rest of its bucket
+    is skipped (counted as ``unevaluated``), and providers are visited cheapest-bound first so
+    whole providers are skipped too. Ties are never pruned, so the top K are exact.
     """
     need, keep = inp.need, inp.max_candidates
     rej = [0] * len(CODES)
@@ -105,23 +107,35 @@ def rank_offers(uid: str, inp: RankInputs, *, stale: tuple[str, ...] = (), detai
     blocked = inp.blocked or None
     remaining = inp.budget_remaining + 1e-9
     memo: dict[str, bool] = {}  # GPU type -> matches the request (few distinct types)
+    usable: list[tuple[float, str, ProviderCatalog, ProviderTerms]] = []
+    worst: list[float] = []
+    filter_providers = need.providers is not None or bool(need.providers_deny)
+    current, unusable, terms_of = inp.current_provider, inp.unusable, inp.terms
     for name, cat in inp.catalogs.items():
         n = len(cat.offers)
         total += n
         if not n:
             continue
-        if f.provider_reason(name, need) is not None:
+        if filter_providers and f.provider_reason(name, need) is not None:
             rej[_PROVIDER] += n
             continue
-        if name == inp.current_provider:
+        if name == current:
             feasible += _current(name, cat, inp, rej, items)
             continue
-        bad = inp.unusable(name)
+        bad = unusable(name)
         if bad is not None:
             rej[_IDX[bad[0]]] += n
             continue
+        terms = terms_of(name)
+        usable.append((terms.a * cat.offers[0].price + terms.b, name, cat, terms))
+    # Cheapest-possible provider first, so the top-K threshold tightens early; once a provider's
+    # best possible score is out, so is every provider after it.
+    usable.sort(key=lambda u: (u[0], u[1]))
+    for i, (bound, name, cat, terms) in enumerate(usable):
+        if bound > threshold:
+            unevaluated += sum(len(u[2].offers) for u in usable[i:])
+            break
         spread_ok = inp.spread_ok(name)
-        terms = inp.terms(name)
         a, b, pay = terms.a, terms.b, 1.0 - terms.discount
         seen: set[tuple[str, str]] = set()
         for bucket in _buckets(cat, need, rej, memo):
@@ -158,11 +172,14 @@ def rank_offers(uid: str, inp: RankInputs, *, stale: tuple[str, ...] = (), detai
                         continue
                     seen.add(rec.group)
                     items.append((2, score, rec.count - count, name, rec.offer_id, rec))
-                    if len(items) >= 2 * keep:
-                        items.sort()
-                        del items[keep:]
-                        last = items[-1]
-                        threshold = last[1] if last[0] == 2 else -math.inf
+                    # Max-heap (negated) of the K best scores: its top is the entry threshold.
+                    if len(worst) < keep:
+                        heapq.heappush(worst, -score)
+                        if len(worst) == keep:
+                            threshold = -worst[0]
+                    elif score < threshold:
+                        heapq.heapreplace(worst, -score)
+                        threshold = -worst[0]
     items.sort()
     candidates = tuple(
         make_candidate(i + 1, t[5].offer, inp.terms(t[3]), count, t[0] < 2)

@@ -14,7 +14,7 @@ the same ranking whatever order providers or offers arrived in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vkprovider.models import Offer
 from vkprovider.placement.config import PlacementConfig
@@ -24,20 +24,18 @@ from vkprovider.placement.types import Candidate
 
 @dataclass(frozen=True, slots=True)
 class ProviderTerms:
-    """One provider's scoring terms for the current decision."""
+    """One provider's scoring terms for the current decision: ``score = a x price + b``."""
 
     discount: float
     weight: float
     failure_penalty: float
     startup_penalty: float
+    a: float = field(init=False)
+    b: float = field(init=False)
 
-    @property
-    def a(self) -> float:
-        return self.weight * (1.0 - self.discount)
-
-    @property
-    def b(self) -> float:
-        return self.weight * (self.failure_penalty + self.startup_penalty)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", self.weight * (1.0 - self.discount))
+        object.__setattr__(self, "b", self.weight * (self.failure_penalty + self.startup_penalty))
 
     def score(self, price: float) -> float:
         return self.a * price + self.b

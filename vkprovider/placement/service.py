@@ -50,6 +50,7 @@ from vkprovider.placement.types import Attempt, Candidate, Decision, Placement, 
 log = logging.getLogger(__name__)
 
 _TERMS_MAX_AGE = 5.0
+DETAIL_CANDIDATES = 50
 
 
 class NotPlaced(Unschedulable):
@@ -113,9 +114,10 @@ class Placer:
 
         Raises ``InvalidRequest(reason="InvalidAnnotation")`` for a bad placement annotation.
         """
-        return rank_offers(
-            request.uid, self.rank_inputs(request, ctx), stale=self.catalog.stale(), detail=detail
-        )
+        inputs = self.rank_inputs(request, ctx)
+        if detail:  # explanations may list more rows than a deploy will ever try
+            inputs.max_candidates = max(inputs.max_candidates, DETAIL_CANDIDATES)
+        return rank_offers(request.uid, inputs, stale=self.catalog.stale(), detail=detail)
 
     def rank_inputs(self, request: DeploymentRequest, ctx: PodContext) -> RankInputs:
         """The snapshot one decision reads (exposed for tests and the reference ranker)."""

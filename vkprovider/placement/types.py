@@ -37,9 +37,12 @@ class PodContext:
     current_offer: str | None = None  # its offer id, if known
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
-    """One feasible offer and how its score was made (lower score is better)."""
+    """One feasible offer and how its score was made (lower score is better).
+
+    Read-only by convention (not ``frozen``: up to ``max_candidates`` are built per decision,
+    and frozen dataclasses are several times slower to construct)."""
 
     rank: int
     offer: Offer
