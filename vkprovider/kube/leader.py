@@ -42,6 +42,8 @@ def _micro_time(moment: datetime) -> str:
 
 
 class LeaderElector:
+    """``await run(lead)``: ``lead()`` runs only while this replica holds the Lease."""
+
     def __init__(
         self,
         kube: KubeClient,

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 
 class NodeAgent:
+    """``await register()`` once (or let ``run()`` do it), then ``await run()`` until cancelled.
+
+    Run it under a ``LeaderElector`` when there are several replicas: only the leader may write."""
+
     def __init__(
         self,
         kube: KubeClient,
@@ -181,7 +185,9 @@ class NodeAgent:
             await self.node.sync_metadata(state)
         except KubeNotFound:
             log.warning("node was deleted; recreating it", extra={"node": self.config.name})
-            await self.node.create(state)
+            if not await self.node.create(state):  # someone recreated it first: bring theirs in line
+                await self.node.patch_status(state, conditions=True)
+                await self.node.sync_metadata(state)
             self._said(state, conditions=True)
             self._lease_wake.set()  # re-point the Lease's ownerReference at the new UID
 
