@@ -128,6 +128,8 @@ class Catalog:
 
     async def run(self, *, restart_delay: float = 1.0) -> None:
         """Refresh every provider on its timer until cancelled; crashed loops are restarted."""
+        if not self.providers:  # nothing to refresh, but behave like a loop: return only on cancel
+            await asyncio.Event().wait()
         async with asyncio.TaskGroup() as group:
             for name in self.providers:
                 group.create_task(self._supervise(name, restart_delay), name=f"catalog-{name}")

@@ -123,6 +123,11 @@ class Placer:
         """The snapshot one decision reads (exposed for tests and the reference ranker)."""
         need = effective_need(request, parse_constraints(ctx.annotations), self.config)
         uid, share = request.uid, need.spread_max_share
+        # A UID we already placed (and nobody released) stays put: a second deploy must never
+        # create a twin deployment on another provider.
+        placed = self._placed.get(uid)
+        current = ctx.current_provider or (placed[0] if placed else None)
+        current_offer = ctx.current_offer or (placed[1] if placed and placed[0] == current else None)
         return RankInputs(
             catalogs=self.catalog.providers,
             need=need,
@@ -131,8 +136,8 @@ class Placer:
             blocked=self.blocklist.active(),
             budget_remaining=self.budgets.remaining(ctx.namespace, uid),
             spread_ok=lambda p: self.spread.allowed(ctx.workload, p, share, uid),
-            current_provider=ctx.current_provider,
-            current_offer=ctx.current_offer,
+            current_provider=current,
+            current_offer=current_offer,
             max_candidates=self.config.max_candidates,
         )
 

@@ -233,3 +233,16 @@ async def test_adopt_records_existing_deployments() -> None:
 def test_placer_defaults_build_without_io() -> None:
     placer = Placer({}, None)
     assert placer.summary()["breaker_open"] is False
+
+
+async def test_a_placed_uid_is_not_deployed_twice_elsewhere() -> None:
+    cheap, mid, dear = three()
+    placer: Any = await placer_for(mid, dear, cheap)
+    cheap.catalog = []
+    await placer.refresh()
+    assert (await placer.deploy(request("u1"), CTX)).provider == "mid"
+    cheap.catalog = [offer("cheap", "c1", 0.1, region="us")]
+    await placer.refresh()
+    assert (await placer.deploy(request("u1"), CTX)).provider == "mid"  # no twin on "cheap"
+    placer.release("u1")
+    assert (await placer.deploy(request("u1"), CTX)).provider == "cheap"
