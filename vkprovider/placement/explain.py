@@ -186,3 +186,13 @@ def decision_dict(decision: Decision) -> dict[str, Any]:
             {"provider": a.provider, "offer": a.offer_id, "outcome": a.outcome} for a in decision.attempts
         ],
     }
+
+
+def no_candidates_message(decision: Decision, namespace: str, cap: float | None) -> str:
+    """Why ``deploy`` found no candidate at all (the ``NotPlaced`` message)."""
+    counts = ", ".join(f"{code}: {n}" for code, n in sorted(decision.rejected_counts.items()))
+    if decision.rejected_counts.get("budget"):
+        return f"namespace {namespace} budget {cap:g}/h would be exceeded ({counts})"
+    if not decision.total_offers:
+        return "no offers cached from any provider"
+    return f"no offer fits ({decision.total_offers} offers; rejected {counts})"

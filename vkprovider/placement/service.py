@@ -25,41 +25,36 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from vkprovider.errors import (
-    InvalidRequest,
-    NoCapacity,
-    ProviderError,
-    QuotaOrBilling,
-    Transient,
-    Unschedulable,
-)
+from vkprovider.errors import InvalidRequest, NoCapacity, ProviderError, QuotaOrBilling, Transient
 from vkprovider.models import DeploymentRequest, DeploymentStatus
 from vkprovider.placement.blocklist import Blocklist, block_key
 from vkprovider.placement.budget import Budgets
 from vkprovider.placement.catalog import Catalog
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.constraints import effective_need, parse_constraints
+from vkprovider.placement.explain import no_candidates_message
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.retry import transient_retry
 from vkprovider.placement.score import ProviderTerms, provider_terms
 from vkprovider.placement.spread import Spread
-from vkprovider.placement.types import Attempt, Candidate, Decision, Placement, PlacementTarget, PodContext
+from vkprovider.placement.types import (
+    Attempt,
+    Candidate,
+    Decision,
+    NotPlaced,
+    Placement,
+    PlacementTarget,
+    PodContext,
+)
+
+__all__ = ["DETAIL_CANDIDATES", "NotPlaced", "Placer"]
 
 log = logging.getLogger(__name__)
 
 _TERMS_MAX_AGE = 5.0
 DETAIL_CANDIDATES = 50
-
-
-class NotPlaced(Unschedulable):
-    """No candidate took the pod; carries the decision and warnings for Events/annotations."""
-
-    def __init__(self, message: str, *, reason: str, decision: Decision, warnings: list[tuple[str, str]]):
-        super().__init__(message, reason=reason)
-        self.decision = decision
-        self.warnings = warnings
 
 
 class Placer:
@@ -170,7 +165,7 @@ class Placer:
         if not decision.candidates:
             budget_only = decision.rejected_counts.get("budget", 0) > 0
             raise NotPlaced(
-                _no_candidates_message(decision, ctx.namespace, self.budgets.cap(ctx.namespace)),
+                no_candidates_message(decision, ctx.namespace, self.budgets.cap(ctx.namespace)),
                 reason="BudgetExceeded" if budget_only else "NoCandidates",
                 decision=decision,
                 warnings=warnings,
@@ -300,12 +295,3 @@ class Placer:
             ],
             "budgets": self.budgets.summary(),
         }
-
-
-def _no_candidates_message(decision: Decision, namespace: str, cap: float | None) -> str:
-    counts = ", ".join(f"{code}: {n}" for code, n in sorted(decision.rejected_counts.items()))
-    if decision.rejected_counts.get("budget"):
-        return f"namespace {namespace} budget {cap:g}/h would be exceeded ({counts})"
-    if not decision.total_offers:
-        return "no offers cached from any provider"
-    return f"no offer fits ({decision.total_offers} offers; rejected {counts})"

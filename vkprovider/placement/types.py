@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from vkprovider.errors import Unschedulable
 from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer
 
 
@@ -112,3 +113,12 @@ class Placement:
     status: DeploymentStatus
     decision: Decision
     warnings: list[tuple[str, str]]  # (Event reason, message) for Warning Events
+
+
+class NotPlaced(Unschedulable):
+    """No candidate took the pod; carries the decision and warnings for Events/annotations."""
+
+    def __init__(self, message: str, *, reason: str, decision: Decision, warnings: list[tuple[str, str]]):
+        super().__init__(message, reason=reason)
+        self.decision = decision
+        self.warnings = warnings
