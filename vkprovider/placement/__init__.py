@@ -7,7 +7,15 @@ uses ``placer.health`` (``record_probe`` / ``breaker_open``). See docs/placement
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.health import TAINT_UNAVAILABLE, ProviderHealth
 from vkprovider.placement.service import Placer
-from vkprovider.placement.types import Attempt, Candidate, Decision, NotPlaced, Placement, PodContext, Rejection
+from vkprovider.placement.types import (
+    Attempt,
+    Candidate,
+    Decision,
+    NotPlaced,
+    Placement,
+    PodContext,
+    Rejection,
+)
 
 __all__ = [
     "TAINT_UNAVAILABLE",
