@@ -10,9 +10,15 @@ import httpx
 import pytest
 
 from tests.integration.test_pod_lifecycle import create_deployment, events_for, pods_of
-from tests.integration.vnode import VirtualNode, cloud_config, eventually, inference_deployment, start_virtual_node
 from vkprovider.devcluster import Cluster
 from vkprovider.placement import PlacementConfig
+from vkprovider.sim.local import (
+    VirtualNode,
+    cloud_config,
+    eventually,
+    inference_deployment,
+    start_virtual_node,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -49,7 +55,9 @@ async def test_cheapest_out_of_capacity_runs_on_next_in_one_reconcile(
     await create_deployment(kube, namespace, inference_deployment("failover", node.name, replicas=1))
 
     async def running() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "failover") if p["status"].get("phase") == "Running"]
+        pods = [
+            p for p in await pods_of(kube, namespace, "failover") if p["status"].get("phase") == "Running"
+        ]
         return pods[0] if pods else None
 
     pod = await eventually(running)
@@ -91,7 +99,9 @@ def taint_keys(obj: JSON) -> set[str]:
     return {t["key"] for t in obj["spec"].get("taints") or []}
 
 
-async def test_all_providers_down_opens_the_breaker_without_pod_churn(breaker_node: VirtualNode, namespace: str) -> None:
+async def test_all_providers_down_opens_the_breaker_without_pod_churn(
+    breaker_node: VirtualNode, namespace: str
+) -> None:
     node = breaker_node
     kube = node.kube
     assert kube is not None

@@ -9,15 +9,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.vnode import (
+from vkprovider.devcluster import Cluster
+from vkprovider.kube.client import KubeClient
+from vkprovider.sim.local import (
     VirtualNode,
     cloud_config,
     eventually,
     inference_deployment,
     start_virtual_node,
 )
-from vkprovider.devcluster import Cluster
-from vkprovider.kube.client import KubeClient
 
 pytestmark = pytest.mark.cluster
 

@@ -15,8 +15,14 @@ from tests.integration.test_pod_lifecycle import (
     is_ready,
     pods_of,
 )
-from tests.integration.vnode import VirtualNode, cloud_config, eventually, inference_deployment, start_virtual_node
 from vkprovider.devcluster import Cluster
+from vkprovider.sim.local import (
+    VirtualNode,
+    cloud_config,
+    eventually,
+    inference_deployment,
+    start_virtual_node,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -51,7 +57,11 @@ async def test_sigkill_and_restart_keeps_one_deployment_per_pod(vnode: VirtualNo
     await vnode.start()
 
     async def converged() -> bool:
-        pods = [p for p in await pods_of(vnode.kube, namespace, "resync") if not p["metadata"].get("deletionTimestamp")]  # type: ignore[arg-type]
+        pods = [
+            p
+            for p in await pods_of(vnode.kube, namespace, "resync")
+            if not p["metadata"].get("deletionTimestamp")
+        ]  # type: ignore[arg-type]
         live = {p["metadata"]["uid"] for p in pods}
         ready = sum(is_ready(p) for p in pods)
         return len(pods) == 3 and ready == 3 and await all_cloud_uids(vnode) == live
@@ -70,7 +80,9 @@ async def kube_admin_delete(vnode: VirtualNode, namespace: str, name: str) -> No
 
     kube = await KubeClient.connect(str(vnode.cluster.kubeconfig))
     try:
-        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"gracePeriodSeconds": 0})
+        await kube.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"gracePeriodSeconds": 0}
+        )
     finally:
         await kube.close()
 
@@ -121,7 +133,9 @@ async def test_env_is_resolved_and_secrets_stay_out_of_logs_and_events(
     assert SECRET_VALUE not in repr(deployment.request)
 
 
-async def test_missing_mandatory_secret_fails_the_pod_with_a_named_reason(vnode: VirtualNode, namespace: str) -> None:
+async def test_missing_mandatory_secret_fails_the_pod_with_a_named_reason(
+    vnode: VirtualNode, namespace: str
+) -> None:
     kube = vnode.kube
     assert kube is not None
     env = [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "password"}}}]

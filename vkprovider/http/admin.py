@@ -1,4 +1,5 @@
-"""The admin API (plain HTTP on 127.0.0.1 by default): health, readiness, metrics, state.
+"""The admin API (plain HTTP on 127.0.0.1 by default): health, readiness, metrics, state, and
+the placement dry-run (``POST /explain`` with a Pod, ``GET /placement``).
 
 ``/readyz`` is true once the pod controller has synced its caches; ``/state`` shows what
 placement knows (provider health, breaker, blocklist, budgets) and the queue, for operators.
@@ -11,6 +12,7 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from vkprovider.http.explain import explain_router
 from vkprovider.http.server import AsgiServer
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
@@ -26,6 +28,7 @@ AdminServer = AsgiServer
 
 def create_admin_app(placer: Placer, controller: PodController, node: _NodeView | None = None) -> FastAPI:
     app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None)
+    app.include_router(explain_router(placer, node_name=controller.node_name))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

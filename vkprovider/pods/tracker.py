@@ -28,6 +28,7 @@ class Tracked:
     first_seen: float
     missing_since: float | None = None
     ever_ran: bool = False
+    recorded_at: float = 0.0  #: when deploy/get last told us about it (a list older than this is stale)
 
 
 class DeploymentTracker:
@@ -63,6 +64,7 @@ class DeploymentTracker:
             tracked = Tracked(provider, status, now)
             self.deployments[uid] = tracked
         tracked.status = status
+        tracked.recorded_at = now
         tracked.missing_since = None
         tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
 
@@ -76,12 +78,12 @@ class DeploymentTracker:
 
     async def poll_once(self) -> None:
         names = list(self._providers)
+        asked = self._clock()
         results = await asyncio.gather(*(self._list(name) for name in names))
-        now = self._clock()
         for name, listed in zip(names, results, strict=True):
             self.last_list_ok[name] = listed is not None
             if listed is not None:
-                self._apply(name, listed, now)
+                self._apply(name, listed, asked)
         self.polls += 1
         self.listed.set()
 
@@ -93,12 +95,15 @@ class DeploymentTracker:
             log.warning("listing deployments on %s failed: %s", name, exc, extra={"provider": name})
             return None
 
-    def _apply(self, provider: str, listed: list[DeploymentStatus], now: float) -> None:
+    def _apply(self, provider: str, listed: list[DeploymentStatus], asked: float) -> None:
+        """Merge one provider's list, taken at ``asked``; news learned after that is kept."""
         seen: set[str] = set()
         for status in listed:
             uid = status.uid
             seen.add(uid)
             tracked = self.deployments.get(uid)
+            if tracked is not None and tracked.recorded_at > asked:
+                continue  # a deploy/get answered after this list was taken: it is fresher
             if tracked is not None and tracked.provider == provider and tracked.status == status:
                 if tracked.missing_since is not None:
                     tracked.missing_since = None
@@ -110,6 +115,9 @@ class DeploymentTracker:
             self.record(uid, provider, status)
             self._on_change(uid)
         for uid, tracked in self.deployments.items():
-            if tracked.provider == provider and uid not in seen and tracked.missing_since is None:
-                tracked.missing_since = now
-                self._on_change(uid)
+            if tracked.provider != provider or uid in seen or tracked.missing_since is not None:
+                continue
+            if tracked.recorded_at > asked:
+                continue  # deployed after the list was taken, so the list cannot show it
+            tracked.missing_since = self._clock()
+            self._on_change(uid)

