@@ -16,6 +16,7 @@ from typing import Any
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.placement import PlacementConfig
+from vkprovider.placement.config import RateLimitConfig
 from vkprovider.sim.local import cloud_config, start_virtual_node
 
 
@@ -44,14 +45,17 @@ async def phases(admin: KubeClient, namespace: str) -> list[str]:
     return [p["status"].get("phase", "") for p in body["items"]]
 
 
-async def run(pods: int, workers: int) -> None:
+async def run(pods: int, workers: int, provider_rate: float) -> None:
     cluster = await Cluster.start("bench-pods", gpu_nodes=0)
     admin = await KubeClient.connect(str(cluster.kubeconfig), qps=1000, burst=1000)
     cloud = cloud_config("zero", 1.0, capacity=pods * 2, provisioning_seconds=0, serving_after_seconds=0)
     node = await start_virtual_node(
         cluster,
         {"zero": cloud},
-        placement=PlacementConfig(offer_refresh_seconds=5.0),
+        placement=PlacementConfig(
+            offer_refresh_seconds=5.0,
+            rate_limit=RateLimitConfig(per_second=provider_rate, burst=max(1, int(provider_rate))),
+        ),
         workers=workers,
         status_poll_seconds=0.5,
     )
@@ -96,7 +100,10 @@ async def run(pods: int, workers: int) -> None:
         gone = time.perf_counter()
         down_calls = node.kube.calls - calls1 - background_rate * (gone - running)
 
-        print(f"pods: {pods}, workers: {workers}, fakecloud latency: 0, failed: {failed}")
+        print(
+            f"pods: {pods}, workers: {workers}, provider rate limit: {provider_rate}/s, "
+            f"fakecloud latency: 0, failed: {failed}"
+        )
         print(f"create calls issued in {created - started:.2f}s")
         print(f"bound -> Running: {running - started:.2f}s total, {pods / (running - started):.1f} pods/s")
         print(f"graceful delete -> gone: {gone - running:.2f}s, {pods / (gone - running):.1f} pods/s")
@@ -116,8 +123,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument(
+        "--provider-rate", type=float, default=10.0, help="client-side deploys/s per provider (config default 10)"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.pods, args.workers))
+    asyncio.run(run(args.pods, args.workers, args.provider_rate))
 
 
 if __name__ == "__main__":
