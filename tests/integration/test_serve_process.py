@@ -1,0 +1,177 @@
+"""``vkprovider serve`` as a real process: config from a file, an out-of-process gRPC plugin,
+SIGTERM drains and keeps running deployments, and a restart picks up where it left off."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.process import free_port
+from vkprovider.kube.client import KubeClient
+from vkprovider.sim.local import _fakecloud, cloud_config, eventually
+
+pytestmark = pytest.mark.cluster
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def cloud() -> AsyncIterator[Any]:
+    server = _fakecloud("server").FakeCloudServer(cloud_config("remote", 1.5))
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def write_config(tmp_path: Path, node: str, cloud_url: str, admin_port: int) -> Path:
+    plugin_settings = tmp_path / "plugin.yaml"
+    plugin_settings.write_text(yaml.safe_dump({"url": cloud_url}))
+    config = {
+        "node": {"name": node, "lease_renew_seconds": 1, "status_update_seconds": 2, "probe_seconds": 1},
+        "pods": {"status_poll_seconds": 0.5, "drain_timeout_seconds": 5},
+        "http": {"admin_port": admin_port},
+        "providers": [
+            {
+                "name": "remote",
+                "grpc": {
+                    "command": [
+                        sys.executable,
+                        "-m",
+                        "vkprovider",
+                        "plugin",
+                        "serve",
+                        "fakecloud",
+                        "--name",
+                        "remote",
+                        "--config",
+                        str(plugin_settings),
+                    ],
+                },
+            }
+        ],
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def start_serve(config: Path, cluster: Cluster, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(cluster.kubeconfig)}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "vkprovider", "serve", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+async def wait_ready(admin_port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    async with httpx.AsyncClient() as client:
+
+        async def ready() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                return (await client.get(f"http://127.0.0.1:{admin_port}/readyz")).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        await eventually(ready, timeout=60)
+
+
+async def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    proc.send_signal(sig)
+    return await asyncio.wait_for(asyncio.to_thread(proc.wait), timeout)
+
+
+async def test_serve_drains_on_sigterm_and_resumes_after_restart(
+    cluster: Cluster, namespace: str, cloud: Any, tmp_path: Path
+) -> None:
+    node = f"vk-{uuid.uuid4().hex[:8]}"
+    admin_port = free_port()
+    config = write_config(tmp_path, node, cloud.url, admin_port)
+    log = tmp_path / "serve.log"
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    proc = start_serve(config, cluster, log)
+    try:
+        await wait_ready(admin_port, proc, log)
+        pod = {
+            "metadata": {"name": "solo"},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+                "containers": [
+                    {"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                ],
+            },
+        }
+        created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+        uid = created["metadata"]["uid"]
+
+        async def ready_pod() -> JSON | None:
+            current: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
+            conditions = {c["type"]: c["status"] for c in current["status"].get("conditions") or []}
+            return current if conditions.get("Ready") == "True" else None
+
+        await eventually(ready_pod)
+        assert uid in cloud.store.deployments  # deployed through the gRPC plugin process
+
+        assert await stop(proc) == 0  # SIGTERM: drain, then a clean exit
+        assert uid in cloud.store.deployments  # shutting down never deletes running work
+        text = log.read_text()
+        assert "draining" in text
+
+        creates = cloud.store.requests.get("POST /v1/deployments", 0)
+        proc = start_serve(config, cluster, log)
+        await wait_ready(admin_port, proc, log)
+        async with httpx.AsyncClient() as client:
+            state = (await client.get(f"http://127.0.0.1:{admin_port}/state")).json()
+        assert state["deployments"] == 1
+        still: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
+        assert still["status"]["phase"] == "Running"
+        assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # adopted, not redeployed
+    finally:
+        if proc.poll() is None:
+            await stop(proc, signal.SIGKILL)
+        await kube.close()
+
+
+def test_bad_config_is_one_clear_line_naming_the_field(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"node": {"name": "Not_A_DNS_Name"}, "pods": {"workers": 0}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "vkprovider", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "node.name" in result.stderr and "pods.workers" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_adapter_names_the_provider(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "typo", "adapter": "fakeclod"}]}))
+    result = subprocess.run(
+        [sys.executable, "-m", "vkprovider", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": "/nonexistent"},
+    )
+    assert result.returncode == 2
+    assert "typo" in result.stderr and "fakeclod" in result.stderr
+    assert "Traceback" not in result.stderr
