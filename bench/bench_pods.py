@@ -124,7 +124,10 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument(
-        "--provider-rate", type=float, default=10.0, help="client-side deploys/s per provider (config default 10)"
+        "--provider-rate",
+        type=float,
+        default=10.0,
+        help="client-side deploys/s per provider (config default 10)",
     )
     args = parser.parse_args()
     asyncio.run(run(args.pods, args.workers, args.provider_rate))
