@@ -8,18 +8,17 @@ from typing import Any
 import pytest
 
 from tests.integration.test_node_fakes import (
-    SwitchableProvider,
     add_foreign_taint,
     condition,
     eventually,
     kube_client,
     node,
     node_config,
-    offer,
     running_agent,
     taint_keys,
     wait_for_probes,
 )
+from tests.node_fakes import SwitchableProvider, offer
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
 from vkprovider.placement.config import PlacementConfig

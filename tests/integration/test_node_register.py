@@ -6,17 +6,16 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_node_fakes import (
-    SwitchableProvider,
     condition,
     delete_node,
     eventually,
     kube_client,
     node,
     node_config,
-    offer,
     running_agent,
     taint_keys,
 )
+from tests.node_fakes import SwitchableProvider, offer
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
 

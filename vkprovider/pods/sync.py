@@ -211,7 +211,7 @@ class PodSync:
         since = tracked.missing_since or tracked.first_seen
         age = self._now() - (_parse_time(pod["metadata"].get("creationTimestamp")) or self._now())
         never_ran = not tracked.ever_ran and not self._pod_once_ran(pod)
-        elapsed = self.tracker_clock() - since
+        elapsed = self.tracker.clock() - since
         if never_ran and age < grace:
             return Requeue(after=max(self.settings.status_poll_seconds, grace - age))
         if tracked.status.phase is Phase.UNKNOWN and elapsed < grace:
@@ -220,9 +220,6 @@ class PodSync:
         return await self._fail(
             pod, reasons.PROVIDER_LOST, f"the deployment {what} provider {tracked.provider}"
         )
-
-    def tracker_clock(self) -> float:
-        return time.monotonic()
 
     async def _terminal(self, pod: JSON, tracked: Tracked) -> Requeue | None:
         """Honour restartPolicy for a finished deployment, like the kubelet does for containers."""
@@ -266,32 +263,10 @@ class PodSync:
         message: str = "",
         restarts: int = 0,
     ) -> None:
-        desired = build_status(
-            pod,
-            deployment,
-            provider=provider,
-            host_ip=self.settings.host_ip,
-            phase=phase,
-            reason=reason,
-            message=message,
-            restarts=restarts,
-        )
-        if not needs_write(pod, desired):
-            return
-        meta = pod["metadata"]
-        try:
-            await resources.patch_pod_status(
-                self.kube, meta["namespace"], meta["name"], desired, meta["resourceVersion"]
-            )
-        except KubeConflict:
-            # Our copy is stale; re-read and retry once (a later event will retry again).
-            fresh = await resources.get_pod(self.kube, meta["namespace"], meta["name"])
-            if fresh is None or fresh["metadata"]["uid"] != meta["uid"]:
-                return
-            if (fresh.get("status") or {}).get("phase") in TERMINAL:
-                return
+        uid = pod["metadata"]["uid"]
+        for attempt in range(2):
             desired = build_status(
-                fresh,
+                pod,
                 deployment,
                 provider=provider,
                 host_ip=self.settings.host_ip,
@@ -300,11 +275,26 @@ class PodSync:
                 message=message,
                 restarts=restarts,
             )
-            await resources.patch_pod_status(
-                self.kube, meta["namespace"], meta["name"], desired, fresh["metadata"]["resourceVersion"]
-            )
-        except KubeNotFound:
-            return
+            if not needs_write(pod, desired):
+                return
+            meta = pod["metadata"]
+            try:
+                await resources.patch_pod_status(
+                    self.kube, meta["namespace"], meta["name"], desired, meta["resourceVersion"]
+                )
+                return
+            except KubeNotFound:
+                return
+            except KubeConflict:
+                if attempt:
+                    raise  # still racing: the caller requeues with backoff
+                # Our copy is stale: re-read once and rebuild from the fresh object.
+                fresh = await resources.get_pod(self.kube, meta["namespace"], meta["name"])
+                if fresh is None or fresh["metadata"]["uid"] != uid:
+                    return
+                if (fresh.get("status") or {}).get("phase") in TERMINAL:
+                    return
+                pod = fresh
 
     async def _write_pending(self, pod: JSON, reason: str, message: str) -> None:
         current = (pod.get("status") or {}).get("phase")

@@ -47,7 +47,7 @@ class DeploymentTracker:
         self._interval = interval
         self._on_change = on_change
         self._timeout = list_timeout
-        self._clock = clock
+        self.clock = clock
         self.deployments: dict[str, Tracked] = {}
         self.listed = asyncio.Event()
         self.last_list_ok: dict[str, bool] = {}
@@ -58,7 +58,7 @@ class DeploymentTracker:
 
     def record(self, uid: str, provider: str, status: DeploymentStatus) -> None:
         """Record a status learned from a deploy/get call (between polls)."""
-        now = self._clock()
+        now = self.clock()
         tracked = self.deployments.get(uid)
         if tracked is None or tracked.provider != provider:
             tracked = Tracked(provider, status, now)
@@ -78,7 +78,7 @@ class DeploymentTracker:
 
     async def poll_once(self) -> None:
         names = list(self._providers)
-        asked = self._clock()
+        asked = self.clock()
         results = await asyncio.gather(*(self._list(name) for name in names))
         for name, listed in zip(names, results, strict=True):
             self.last_list_ok[name] = listed is not None
@@ -119,5 +119,5 @@ class DeploymentTracker:
                 continue
             if tracked.recorded_at > asked:
                 continue  # deployed after the list was taken, so the list cannot show it
-            tracked.missing_since = self._clock()
+            tracked.missing_since = self.clock()
             self._on_change(uid)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from node_fakes import SwitchableProvider, offer
-
+from tests.node_fakes import SwitchableProvider, offer
 from vkprovider.config import NodeConfig
 from vkprovider.node.capacity import current_capacity
 from vkprovider.node.manifest import NodeState
