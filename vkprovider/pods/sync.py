@@ -27,6 +27,7 @@ from vkprovider.plugins.api import Provider
 from vkprovider.pods import reasons
 from vkprovider.pods.status import build_status, needs_write
 from vkprovider.pods.tracker import DeploymentTracker, Tracked
+from vkprovider.pods.update import ANNOTATION_IMAGES, images_of, spec_changed
 from vkprovider.translate import ObjectSource, translate_pod
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class PodSync:
         self.restarts: dict[str, int] = {}
         self._cleaned: set[str] = set()
         self._restarting: set[str] = set()  #: deleted on purpose to honour restartPolicy
+        self._update_reported: set[tuple[str, str]] = set()  #: (uid, images) already reported
 
     # ------------------------------------------------------------------ entry point
 
@@ -186,6 +188,7 @@ class PodSync:
             {
                 ANNOTATION_PROVIDER: placement.provider,
                 ANNOTATION_OFFER: placement.offer.offer_id,
+                ANNOTATION_IMAGES: images_of(pod),
                 ANNOTATION_KEY: annotation_value(placement.decision),
             },
         )
@@ -203,8 +206,43 @@ class PodSync:
             return await self._maybe_lost(pod, tracked)
         if status.phase.terminal:
             return await self._terminal(pod, tracked)
+        if spec_changed(pod):
+            await self._update(pod, tracked)
         await self._write(pod, status, tracked.provider, restarts=self.restarts.get(uid, 0))
         return None
+
+    async def _update(self, pod: JSON, tracked: Tracked) -> None:
+        """Apply a changed spec in place if the provider can; otherwise say so once, loudly."""
+        provider = self.providers.get(tracked.provider)
+        if provider is None:
+            return
+        info = await provider.info()
+        if not info.capabilities.update_in_place:
+            wanted = (pod["metadata"]["uid"], images_of(pod))
+            if wanted in self._update_reported:
+                return
+            self._update_reported.add(wanted)
+            await self.events.pod(
+                pod,
+                "Warning",
+                reasons.PROVIDER_UPDATE_FAILED,
+                f"provider {tracked.provider} cannot update a deployment in place; the running "
+                f"deployment keeps {(pod['metadata'].get('annotations') or {}).get(ANNOTATION_IMAGES)}. "
+                "Delete the pod (or roll its Deployment) to apply the new spec.",
+            )
+            return
+        translation = await translate_pod(pod, node_name=self.settings.node_name, source=self.objects)
+        request = translation.request.model_copy(update={"offer_id": tracked.status.offer_id or None})
+        try:
+            status = await provider.deploy(request)
+        except ProviderError as exc:
+            await self.events.pod(pod, "Warning", reasons.PROVIDER_UPDATE_FAILED, str(exc))
+            raise
+        self.tracker.record(pod["metadata"]["uid"], tracked.provider, status)
+        await self.events.pod(
+            pod, "Normal", reasons.PROVIDER_UPDATE_SUCCESS, f"updated in place on {tracked.provider}"
+        )
+        await self._annotate(pod, {ANNOTATION_IMAGES: images_of(pod)})
 
     async def _maybe_lost(self, pod: JSON, tracked: Tracked) -> Requeue | None:
         grace = self.settings.lost_grace_seconds
