@@ -17,6 +17,10 @@ Contract rules (the contract suite in ``tests/contract/`` checks every one):
   ``InvalidRequest`` (will never work), ``NoCapacity`` (try elsewhere), ``Transient`` (retry,
   optionally after ``retry_after`` seconds), ``QuotaOrBilling`` (stop using this provider),
   ``NotFound``.
+
+Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
+and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
+names (:mod:`.catalog`) and per-UID deploy locks (:mod:`.uid_locks`).
 """
 
 from __future__ import annotations
@@ -55,6 +59,18 @@ from vkprovider.models import (
     ProviderInfo,
     RegistryCredential,
 )
+from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
+from vkprovider.plugins.catalog import normalize_catalog_gpu
+from vkprovider.plugins.http_errors import (
+    error_body,
+    error_for_status,
+    json_body,
+    parse_model,
+    require_field,
+    retry_after_seconds,
+    transport_error,
+)
+from vkprovider.plugins.uid_locks import UidLocks
 
 __all__ = [
     "LABEL_NODE_NAME",
@@ -62,6 +78,9 @@ __all__ = [
     "LABEL_POD_NAMESPACE",
     "LABEL_POD_UID",
     "AdapterClass",
+    "ApiKeySettings",
+    "ApiKeySource",
+    "BearerAuth",
     "Capabilities",
     "Container",
     "ContainerState",
@@ -85,8 +104,17 @@ __all__ = [
     "SupportsLogs",
     "SupportsWatch",
     "Transient",
+    "UidLocks",
+    "error_body",
+    "error_for_status",
     "gpu_memory_gb",
+    "json_body",
+    "normalize_catalog_gpu",
     "normalize_gpu",
+    "parse_model",
+    "require_field",
+    "retry_after_seconds",
+    "transport_error",
 ]
 
 
