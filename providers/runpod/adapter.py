@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import httpx
 
 from vkprovider.plugins.api import (
+    ApiKeySource,
     Capabilities,
     DeploymentRequest,
     DeploymentStatus,
@@ -26,11 +27,12 @@ from vkprovider.plugins.api import (
     NotFound,
     Offer,
     ProviderInfo,
+    UidLocks,
+    normalize_gpu,
 )
 
 from . import __version__
 from .client import RunPodClient
-from .gpus import normalize_gpu
 from .mapping import (
     Target,
     build_create_body,
@@ -40,7 +42,6 @@ from .mapping import (
     parse_pod,
     status_from_pod,
 )
-from .secrets import ApiKeySource
 from .settings import RunPodSettings
 
 log = logging.getLogger(__name__)
@@ -56,12 +57,7 @@ class RunPodProvider:
     ) -> None:
         self._name = name
         self._settings = settings
-        self._key = ApiKeySource(
-            name,
-            api_key=settings.api_key,
-            api_key_env=settings.api_key_env,
-            api_key_file=settings.api_key_file,
-        )
+        self._key = ApiKeySource.from_settings(name, settings)
         self._client = RunPodClient(
             name,
             base_url=settings.base_url,
@@ -71,7 +67,7 @@ class RunPodProvider:
             transport=transport,
         )
         self._ids: dict[str, str] = {}  # pod uid → RunPod pod id
-        self._deploy_locks: dict[str, asyncio.Lock] = {}
+        self._deploy_locks = UidLocks()
 
     def __repr__(self) -> str:
         return f"RunPodProvider(name={self._name!r})"
@@ -96,8 +92,7 @@ class RunPodProvider:
         return offers
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        lock = self._deploy_locks.setdefault(request.uid, asyncio.Lock())
-        async with lock:
+        async with self._deploy_locks.lock(request.uid):
             try:
                 return await self.get(request.uid)
             except NotFound:
@@ -171,7 +166,7 @@ class RunPodProvider:
             return
         await self._client.delete_pod(status.provider_id)
         self._ids.pop(uid, None)
-        self._deploy_locks.pop(uid, None)
+        self._deploy_locks.discard(uid)
         log.info("provider %s: terminated pod %s for uid %s", self._name, status.provider_id, uid)
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:

@@ -8,8 +8,6 @@ Shapes follow ``runpod-rest-v2.openapi.json`` (see docs/providers.md). Every cal
 from __future__ import annotations
 
 import enum
-import json
-import logging
 import re
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -17,17 +15,20 @@ from typing import Any
 import httpx
 
 from vkprovider.plugins.api import (
+    ApiKeySource,
+    BearerAuth,
     InvalidRequest,
     NoCapacity,
     NotFound,
     ProviderError,
-    QuotaOrBilling,
     Transient,
+    error_body,
+    error_for_status,
+    json_body,
+    require_field,
+    retry_after_seconds,
+    transport_error,
 )
-
-from .secrets import ApiKeySource, BearerAuth
-
-log = logging.getLogger(__name__)
 
 
 class Op(enum.Enum):
@@ -51,24 +52,11 @@ _CAPACITY_WORDING = re.compile(
 )
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
 def _detail(response: httpx.Response) -> str:
     """``title: detail [errors]`` from an RFC 7807 body, or a clipped raw body."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:200] or response.reason_phrase
-    if not isinstance(body, dict):
-        return str(body)[:200]
+    body = error_body(response)
+    if isinstance(body, str):
+        return body
     parts = [str(body.get("detail") or body.get("title") or response.reason_phrase)]
     errors = body.get("errors")
     if isinstance(errors, list) and errors:
@@ -76,10 +64,22 @@ def _detail(response: httpx.Response) -> str:
     return ": ".join(parts)
 
 
+def _runpod_reading(op: Op, status: int, detail: str) -> type[ProviderError] | None:
+    """Where RunPod departs from the shared status table (``None``: the table decides)."""
+    if op is Op.CREATE:
+        if status == 403 or (status == 400 and _CAPACITY_WORDING.search(detail)):
+            return NoCapacity
+        if status == 404:
+            return InvalidRequest
+    return None
+
+
 def map_error(
     provider: str, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
 ) -> ProviderError:
     """The single mapping from a failed RunPod call to a provider error class.
+
+    The shared table (``vkprovider.plugins.api.error_for_status``) with RunPod's own readings:
 
     * transport errors, timeouts, 5xx, undecodable bodies → ``Transient``
     * 429 → ``Transient`` with ``retry_after`` from ``Retry-After`` (integer seconds on this API)
@@ -93,28 +93,17 @@ def map_error(
     * 409, 422 and other 4xx → ``InvalidRequest``
     """
     if exc is not None:
-        return Transient(f"{op.value}: {type(exc).__name__}", provider=provider)
+        return transport_error(op.value, exc, provider=provider)
     assert response is not None
     status = response.status_code
     detail = _detail(response)
-    message = f"{op.value}: HTTP {status}: {detail}"
-    if status == 429:
-        return Transient(message, provider=provider, retry_after=_retry_after(response))
-    if status >= 500:
-        return Transient(message, provider=provider, retry_after=_retry_after(response))
-    if status in (401, 402):
-        return QuotaOrBilling(message, provider=provider)
-    if status == 403:
-        if op is Op.CREATE:
-            return NoCapacity(message, provider=provider)
-        return QuotaOrBilling(message, provider=provider)
-    if status == 400 and op is Op.CREATE and _CAPACITY_WORDING.search(detail):
-        return NoCapacity(message, provider=provider)
-    if status == 404 and op is not Op.CREATE:
-        return NotFound(message, provider=provider)
-    if 400 <= status < 500:
-        return InvalidRequest(message, provider=provider)
-    return Transient(message, provider=provider)
+    return error_for_status(
+        status,
+        f"{op.value}: HTTP {status}: {detail}",
+        provider=provider,
+        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        override=_runpod_reading(op, status, detail),
+    )
 
 
 class RunPodClient:
@@ -148,31 +137,15 @@ class RunPodClient:
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise self._scrubbed(map_error(self._provider, op, exc=exc)) from None
+            raise self._key.scrubbed(map_error(self._provider, op, exc=exc)) from None
         if response.is_success:
             return response
-        raise self._scrubbed(map_error(self._provider, op, response=response))
-
-    def _scrubbed(self, error: ProviderError) -> ProviderError:
-        """Defence in depth: an error text must never echo the key, whatever the server sent."""
-        error.message = self._key.scrub(error.message)
-        error.args = (error.message,)
-        return error
-
-    def _json(self, op: Op, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            log.warning("provider %s: %s returned a body that is not JSON", self._provider, op.value)
-            raise Transient(f"{op.value}: response is not JSON", provider=self._provider) from None
+        raise self._key.scrubbed(map_error(self._provider, op, response=response))
 
     def _object(self, op: Op, response: httpx.Response, key: str | None = None) -> Any:
-        body = self._json(op, response)
+        body = json_body(response, op.value, provider=self._provider)
         if key is not None:
-            if not isinstance(body, dict) or key not in body:
-                log.warning("provider %s: %s response lacks %r", self._provider, op.value, key)
-                raise Transient(f"{op.value}: response lacks {key!r}", provider=self._provider)
-            body = body[key]
+            body = require_field(body, key, op.value, provider=self._provider)
         return body
 
     async def list_gpu_types(self, *, cloud: str, availability: bool = True) -> list[Any]:
@@ -215,15 +188,15 @@ class RunPodClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
         try:
             if not response.is_success:
                 await response.aread()
-                raise self._scrubbed(map_error(self._provider, Op.LOGS, response=response))
+                raise self._key.scrubbed(map_error(self._provider, Op.LOGS, response=response))
             try:
                 async for line in response.aiter_lines():
                     yield line
             except httpx.HTTPError as exc:
-                raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+                raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
         finally:
             await response.aclose()

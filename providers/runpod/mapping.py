@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from vkprovider.plugins.api import (
     Container,
@@ -26,10 +26,10 @@ from vkprovider.plugins.api import (
     InvalidRequest,
     Offer,
     Phase,
-    Transient,
+    normalize_catalog_gpu,
+    parse_model,
 )
 
-from .gpus import normalize_gpu
 from .settings import RunPodSettings
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def offers_from_catalog(provider: str, cloud: str, gpus: list[Any], settings: Ru
         except (KeyError, TypeError, ValueError):
             log.warning("provider %s: skipping malformed catalog entry %r", provider, _short(gpu))
             continue
-        gpu_type = normalize_gpu(gpu_id, memory)
+        gpu_type = normalize_catalog_gpu(gpu_id, memory)
         if wanted and gpu_id.upper() not in wanted and gpu_type.upper() not in wanted:
             continue
         if not available_here or price <= 0 or max_count < 1:
@@ -235,12 +235,7 @@ def identity(pod: Any) -> tuple[str, str] | None:
 
 def parse_pod(provider: str, pod: Any) -> PodView:
     """Validate one pod we own; a response missing fields is logged and raised as ``Transient``."""
-    try:
-        return PodView.model_validate(pod)
-    except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
-        log.warning("provider %s: pod response missing or invalid fields: %s", provider, fields)
-        raise Transient(f"pod response missing or invalid fields: {fields}", provider=provider) from None
+    return parse_model(PodView, pod, "pod", provider=provider)
 
 
 #: RunPod status → (phase, reason); EXITED carries no exit code, so it cannot count as success.

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from vkprovider.plugins.api import ApiKeySettings
 
 CloudType = Literal["SECURE", "COMMUNITY"]
 AvailabilityLevel = Literal["NONE", "LOW", "MEDIUM", "HIGH"]
 
 
-class RunPodSettings(BaseModel):
+class RunPodSettings(ApiKeySettings):
     """Everything an operator can tune; the API key is supplied in exactly one of three ways."""
 
     model_config = ConfigDict(extra="forbid")
 
     base_url: str = "https://api.runpod.io"
-    api_key: SecretStr | None = Field(default=None, description="inline key; prefer env or file")
-    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
-    api_key_file: Path | None = Field(default=None, description="file holding the key (mounted Secret)")
     cloud_types: list[CloudType] = Field(default=["SECURE"], min_length=1)
     data_centers: list[str] = Field(default=[], description="restrict offers/placement; empty = any")
     gpu_types: list[str] = Field(default=[], description="restrict offers (RunPod ids or normalized)")
@@ -33,10 +31,7 @@ class RunPodSettings(BaseModel):
     log_idle_seconds: float = Field(default=2.0, gt=0)
 
     @model_validator(mode="after")
-    def _one_key_source(self) -> RunPodSettings:
-        given = [self.api_key is not None, bool(self.api_key_env), self.api_key_file is not None]
-        if sum(given) != 1:
-            raise ValueError("set exactly one of api_key, api_key_env or api_key_file")
+    def _positive_gpu_counts(self) -> RunPodSettings:
         if any(count < 1 for count in self.gpu_counts):
             raise ValueError("gpu_counts must be positive")
         return self

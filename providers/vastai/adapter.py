@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import httpx
 
 from vkprovider.plugins.api import (
+    ApiKeySource,
     Capabilities,
     DeploymentRequest,
     DeploymentStatus,
@@ -25,11 +26,12 @@ from vkprovider.plugins.api import (
     Offer,
     Phase,
     ProviderInfo,
+    UidLocks,
+    normalize_gpu,
 )
 
 from . import __version__
 from .client import VastClient
-from .gpus import normalize_gpu
 from .mapping import (
     Ask,
     build_create_body,
@@ -39,7 +41,6 @@ from .mapping import (
     search_query,
     status_from_instance,
 )
-from .secrets import ApiKeySource
 from .settings import VastAiSettings
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,7 @@ class VastAiProvider:
     ) -> None:
         self._name = name
         self._settings = settings
-        self._key = ApiKeySource(
-            name,
-            api_key=settings.api_key,
-            api_key_env=settings.api_key_env,
-            api_key_file=settings.api_key_file,
-        )
+        self._key = ApiKeySource.from_settings(name, settings)
         self._client = VastClient(
             name,
             base_url=settings.base_url,
@@ -70,7 +66,7 @@ class VastAiProvider:
             transport=transport,
         )
         self._ids: dict[str, str] = {}  # pod uid → instance id
-        self._deploy_locks: dict[str, asyncio.Lock] = {}
+        self._deploy_locks = UidLocks()
 
     def __repr__(self) -> str:
         return f"VastAiProvider(name={self._name!r})"
@@ -101,8 +97,7 @@ class VastAiProvider:
         return [offer for offer in found if offer is not None]
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        lock = self._deploy_locks.setdefault(request.uid, asyncio.Lock())
-        async with lock:
+        async with self._deploy_locks.lock(request.uid):
             try:
                 return await self.get(request.uid)
             except NotFound:
@@ -190,7 +185,7 @@ class VastAiProvider:
             return
         await self._client.destroy_instance(status.provider_id)
         self._ids.pop(uid, None)
-        self._deploy_locks.pop(uid, None)
+        self._deploy_locks.discard(uid)
         log.info("provider %s: destroyed instance %s for uid %s", self._name, status.provider_id, uid)
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:

@@ -8,7 +8,6 @@ HTTP errors and undecodable bodies all end in ``map_error``.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import re
 from typing import Any
@@ -16,15 +15,21 @@ from typing import Any
 import httpx
 
 from vkprovider.plugins.api import (
+    ApiKeySource,
+    BearerAuth,
     InvalidRequest,
     NoCapacity,
     NotFound,
     ProviderError,
     QuotaOrBilling,
     Transient,
+    error_body,
+    error_for_status,
+    json_body,
+    require_field,
+    retry_after_seconds,
+    transport_error,
 )
-
-from .secrets import ApiKeySource, BearerAuth
 
 log = logging.getLogger(__name__)
 
@@ -45,32 +50,36 @@ _CAPACITY_WORDING = re.compile(
 )
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
 def _detail(response: httpx.Response) -> str:
     """``error: msg`` (or ``detail``) from a Vast.ai error body, or a clipped raw body."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:200] or response.reason_phrase
-    if not isinstance(body, dict):
-        return str(body)[:200]
+    body = error_body(response)
+    if isinstance(body, str):
+        return body
     parts = [str(body[k]) for k in ("error", "msg", "detail") if body.get(k)]
     return ": ".join(parts) or response.reason_phrase
+
+
+def _vast_reading(op: Op, status: int, detail: str) -> type[ProviderError] | None:
+    """Where Vast.ai departs from the shared status table (``None``: the table decides)."""
+    if status < 400:  # an unexpected redirect or informational answer will not improve on retry
+        return InvalidRequest
+    if status in (400, 403) and _BILLING_WORDING.search(detail):
+        return QuotaOrBilling
+    if op is Op.SEARCH and status == 404:
+        return QuotaOrBilling
+    if op is Op.CREATE and (
+        status in (403, 404, 410) or (status == 400 and _CAPACITY_WORDING.search(detail))
+    ):
+        return NoCapacity
+    return None
 
 
 def map_error(
     provider: str, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
 ) -> ProviderError:
     """The single mapping from a failed Vast.ai call to a provider error class.
+
+    The shared table (``vkprovider.plugins.api.error_for_status``) with Vast.ai's own readings:
 
     * transport errors, timeouts, 5xx → ``Transient``; 429 → ``Transient`` honouring ``Retry-After``
     * 401, 402, and any 400/403 mentioning credit/balance → ``QuotaOrBilling`` (stop, alert)
@@ -79,31 +88,20 @@ def map_error(
       ask → ``NoCapacity``; other 400/403 on create (``invalid_args``, ``invalid_price``…) →
       ``InvalidRequest``
     * 404 on read/delete/logs → ``NotFound``; 403 elsewhere → ``QuotaOrBilling`` (key lacks access)
-    * other 4xx → ``InvalidRequest``
+    * other 4xx (and an unexpected 1xx/3xx) → ``InvalidRequest``
     """
     if exc is not None:
-        return Transient(f"{op.value}: {type(exc).__name__}", provider=provider)
+        return transport_error(op.value, exc, provider=provider)
     assert response is not None
     status = response.status_code
     detail = _detail(response)
-    message = f"{op.value}: HTTP {status}: {detail}"
-    if status == 429 or status >= 500:
-        return Transient(message, provider=provider, retry_after=_retry_after(response))
-    if status in (401, 402) or (status in (400, 403) and _BILLING_WORDING.search(detail)):
-        return QuotaOrBilling(message, provider=provider)
-    if op is Op.SEARCH and status == 404:
-        return QuotaOrBilling(message, provider=provider)
-    if op is Op.CREATE:
-        if status in (404, 410) or (status in (400, 403) and _CAPACITY_WORDING.search(detail)):
-            return NoCapacity(message, provider=provider)
-        if status == 403:
-            return NoCapacity(message, provider=provider)
-        return InvalidRequest(message, provider=provider)
-    if status == 404:
-        return NotFound(message, provider=provider)
-    if status == 403:
-        return QuotaOrBilling(message, provider=provider)
-    return InvalidRequest(message, provider=provider)
+    return error_for_status(
+        status,
+        f"{op.value}: HTTP {status}: {detail}",
+        provider=provider,
+        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        override=_vast_reading(op, status, detail),
+    )
 
 
 class VastClient:
@@ -138,26 +136,13 @@ class VastClient:
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise self._scrubbed(map_error(self._provider, op, exc=exc)) from None
+            raise self._key.scrubbed(map_error(self._provider, op, exc=exc)) from None
         if not response.is_success:
-            raise self._scrubbed(map_error(self._provider, op, response=response))
-        try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            log.warning("provider %s: %s returned a body that is not JSON", self._provider, op.value)
-            raise Transient(f"{op.value}: response is not JSON", provider=self._provider) from None
-
-    def _scrubbed(self, error: ProviderError) -> ProviderError:
-        """Defence in depth: an error text must never echo the key, whatever the server sent."""
-        error.message = self._key.scrub(error.message)
-        error.args = (error.message,)
-        return error
+            raise self._key.scrubbed(map_error(self._provider, op, response=response))
+        return json_body(response, op.value, provider=self._provider)
 
     def _field(self, op: Op, body: Any, key: str) -> Any:
-        if not isinstance(body, dict) or key not in body:
-            log.warning("provider %s: %s response lacks %r", self._provider, op.value, key)
-            raise Transient(f"{op.value}: response lacks {key!r}", provider=self._provider)
-        return body[key]
+        return require_field(body, key, op.value, provider=self._provider)
 
     async def search_offers(self, query: dict[str, Any]) -> list[Any]:
         body = await self._request(Op.SEARCH, "POST", "/api/v0/bundles", json=query)
@@ -173,7 +158,7 @@ class VastClient:
         result = await self._request(Op.CREATE, "PUT", f"/api/v0/asks/{ask_id}", json=body)
         if isinstance(result, dict) and result.get("success") is False:
             fake = httpx.Response(400, json=result)
-            raise self._scrubbed(map_error(self._provider, Op.CREATE, response=fake))
+            raise self._key.scrubbed(map_error(self._provider, Op.CREATE, response=fake))
         contract = self._field(Op.CREATE, result, "new_contract")
         if not isinstance(contract, int) or isinstance(contract, bool):
             raise Transient("create: 'new_contract' is not an integer", provider=self._provider)
@@ -225,9 +210,9 @@ class VastClient:
         try:
             response = await self._http.get(url, auth=None)
         except httpx.HTTPError as exc:
-            raise self._scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
         if response.status_code in (403, 404):
             return None
         if not response.is_success:
-            raise self._scrubbed(map_error(self._provider, Op.LOGS, response=response))
+            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, response=response))
         return response.content

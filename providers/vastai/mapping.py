@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from vkprovider.plugins.api import (
     ContainerState,
@@ -25,10 +25,10 @@ from vkprovider.plugins.api import (
     Offer,
     Phase,
     RegistryCredential,
-    Transient,
+    normalize_catalog_gpu,
+    parse_model,
 )
 
-from .gpus import normalize_gpu
 from .settings import VastAiSettings
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def offer_from_bundle(provider: str, bundle: Any, *, bid: bool, settings: VastAi
     return Offer(
         provider=provider,
         offer_id=Ask(ask_id, bid).offer_id,
-        gpu_type=normalize_gpu(gpu_name, memory_gb),
+        gpu_type=normalize_catalog_gpu(gpu_name, memory_gb),
         gpu_count=count,
         gpu_memory_gb=round(memory_gb, 1),
         region=location.rsplit(",", 1)[-1].strip() if location else "",
@@ -222,12 +222,7 @@ class InstanceView(BaseModel):
 
 def parse_instance(provider: str, raw: Any) -> InstanceView:
     """Validate one instance we own; a response missing fields is logged and raised ``Transient``."""
-    try:
-        return InstanceView.model_validate(raw)
-    except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
-        log.warning("provider %s: instance response missing or invalid fields: %s", provider, fields)
-        raise Transient(f"instance response missing or invalid fields: {fields}", provider=provider) from None
+    return parse_model(InstanceView, raw, "instance", provider=provider)
 
 
 #: ``actual_status`` → (phase, reason). The spec: exited/unknown/offline never reach running.

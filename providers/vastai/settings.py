@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pydantic import ConfigDict, Field
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from vkprovider.plugins.api import ApiKeySettings
 
 
-class VastAiSettings(BaseModel):
+class VastAiSettings(ApiKeySettings):
     """Search filters, instance defaults and the API key (supplied in exactly one of three ways)."""
 
     model_config = ConfigDict(extra="forbid")
 
     base_url: str = "https://console.vast.ai"
-    api_key: SecretStr | None = Field(default=None, description="inline key; prefer env or file")
-    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
-    api_key_file: Path | None = Field(default=None, description="file holding the key (mounted Secret)")
     # offer search (POST /api/v0/bundles)
     verified_only: bool = True
     min_reliability: float = Field(default=0.98, ge=0, le=1)
@@ -36,10 +33,3 @@ class VastAiSettings(BaseModel):
     # logs: the API uploads a snapshot to object storage and returns its URL
     log_fetch_attempts: int = Field(default=10, ge=1)
     log_fetch_interval_seconds: float = Field(default=1.0, ge=0)
-
-    @model_validator(mode="after")
-    def _one_key_source(self) -> VastAiSettings:
-        given = [self.api_key is not None, bool(self.api_key_env), self.api_key_file is not None]
-        if sum(given) != 1:
-            raise ValueError("set exactly one of api_key, api_key_env or api_key_file")
-        return self
