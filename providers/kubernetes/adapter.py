@@ -8,7 +8,6 @@ allocatable GPUs minus what running pods request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -23,6 +22,7 @@ from vkprovider.plugins.api import (
     Offer,
     ProviderError,
     ProviderInfo,
+    UidLocks,
     normalize_gpu,
 )
 
@@ -52,7 +52,7 @@ class KubernetesProvider:
             timeout=settings.request_timeout_seconds,
         )
         self._namespace_ready = not settings.create_namespace
-        self._deploy_locks: dict[str, asyncio.Lock] = {}
+        self._deploy_locks = UidLocks()
 
     def __repr__(self) -> str:
         return f"KubernetesProvider(name={self._name!r}, namespace={self._settings.namespace!r})"
@@ -81,8 +81,7 @@ class KubernetesProvider:
         return offers_from_nodes(self._name, nodes, pods, self._settings)
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        lock = self._deploy_locks.setdefault(request.uid, asyncio.Lock())
-        async with lock:
+        async with self._deploy_locks.lock(request.uid):
             try:
                 return await self.get(request.uid)
             except NotFound:
@@ -158,7 +157,7 @@ class KubernetesProvider:
         await self._cluster.delete("pod", namespace, name)
         for secret in (name, f"{name}-pull"):  # owned by the pod too; explicit in case GC lags
             await self._cluster.delete("secret", namespace, secret)
-        self._deploy_locks.pop(uid, None)
+        self._deploy_locks.discard(uid)
         log.info("provider %s: deleted pod %s/%s for uid %s", self._name, namespace, name, uid)
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:

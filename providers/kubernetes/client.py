@@ -28,6 +28,7 @@ from vkprovider.plugins.api import (
     ProviderError,
     QuotaOrBilling,
     Transient,
+    retry_after_seconds,
 )
 
 from .ratelimit import TokenBucket
@@ -69,7 +70,8 @@ def map_error(
 ) -> ProviderError:
     """The single mapping from a failed remote-API call to a provider error class.
 
-    * connection errors, timeouts, 409 (conflict), 410, 429 (``Retry-After``), 5xx → ``Transient``
+    * connection errors, timeouts, 409 (conflict), 410, 429, 5xx → ``Transient`` (honouring
+      ``Retry-After``, in seconds or as an HTTP date)
     * 400/422 (the API server rejected the pod spec) → ``InvalidRequest``
     * 401/403 (credentials or RBAC broken, ``ResourceQuota`` exceeded) → ``QuotaOrBilling``: every
       pod would fail the same way, so stop using the provider and alert
@@ -82,13 +84,7 @@ def map_error(
     reason, detail = _status_message(body)
     message = f"{op.value}: HTTP {status} {reason}: {detail}".strip()
     if status in (409, 410) or status == 429 or status >= 500:
-        after: float | None = None
-        if retry_after:
-            try:
-                after = max(0.0, float(retry_after))
-            except ValueError:
-                after = None
-        return Transient(message, provider=provider, retry_after=after)
+        return Transient(message, provider=provider, retry_after=retry_after_seconds(retry_after))
     if status in (400, 422):
         return InvalidRequest(message, provider=provider)
     if status in (401, 403):
