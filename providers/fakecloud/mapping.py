@@ -8,9 +8,6 @@ request body (which may hold secrets).
 
 from __future__ import annotations
 
-import email.utils
-import time
-
 import httpx
 
 from vkprovider.plugins.api import (
@@ -20,22 +17,8 @@ from vkprovider.plugins.api import (
     ProviderError,
     QuotaOrBilling,
     Transient,
+    retry_after_seconds,
 )
-
-
-def retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
 
 
 def _server_error(response: httpx.Response) -> tuple[str, str]:
@@ -63,7 +46,7 @@ def error_for_response(provider: str, response: httpx.Response) -> ProviderError
         return NotFound(text, provider=provider)
     if status == 429:
         return Transient(
-            text, provider=provider, retry_after=retry_after(response.headers.get("retry-after"))
+            text, provider=provider, retry_after=retry_after_seconds(response.headers.get("retry-after"))
         )
     return Transient(text, provider=provider)
 

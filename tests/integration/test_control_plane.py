@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-
 import pytest
 from kubernetes_asyncio import client
 
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 
 pytestmark = pytest.mark.cluster
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.2)
 
 
 def gpu_container(name: str, gpus: int) -> client.V1Container:

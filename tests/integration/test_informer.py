@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeGone
 from vkprovider.kube.informer import Informer
-from vkprovider.sim.local import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tests.node_fakes import SwitchableProvider
+from tests.support import eventually
 from vkprovider.config import NodeConfig
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
@@ -22,12 +23,6 @@ from vkprovider.placement.service import Placer
 # Helpers for the node integration tests ---------------------------------------------------------
 
 CheckFn = Callable[[], Awaitable[bool]]
-
-
-async def eventually(check: CheckFn, timeout: float = 60.0, interval: float = 0.2) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(interval)
 
 
 async def wait_for_probes(provider: SwitchableProvider, rounds: int = 2) -> None:

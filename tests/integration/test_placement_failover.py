@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from tests.integration.test_pod_lifecycle import create_deployment, events_for, pods_of
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.placement import PlacementConfig
 from vkprovider.sim.local import (
     VirtualNode,
     cloud_config,
-    eventually,
     inference_deployment,
     start_virtual_node,
 )

@@ -9,12 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import (
     VirtualNode,
     cloud_config,
-    eventually,
     inference_deployment,
     start_virtual_node,
 )

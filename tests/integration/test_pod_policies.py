@@ -9,9 +9,10 @@ import httpx
 import pytest
 
 from tests.integration.test_pod_lifecycle import all_cloud_uids, events_for
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
-from vkprovider.sim.local import VirtualNode, cloud_config, eventually, start_virtual_node
+from vkprovider.sim.local import VirtualNode, cloud_config, start_virtual_node
 
 pytestmark = pytest.mark.cluster
 

@@ -15,11 +15,11 @@ from tests.integration.test_pod_lifecycle import (
     is_ready,
     pods_of,
 )
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.sim.local import (
     VirtualNode,
     cloud_config,
-    eventually,
     inference_deployment,
     start_virtual_node,
 )

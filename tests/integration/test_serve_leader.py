@@ -10,18 +10,19 @@ from typing import Any
 
 import pytest
 
+from tests.support import eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.service import Service
-from vkprovider.sim.local import _fakecloud, cloud_config, eventually
+from vkprovider.sim.local import cloud_config, fakecloud_module
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
 async def cloud() -> AsyncIterator[Any]:
-    server = _fakecloud("server").FakeCloudServer(cloud_config("shared", 1.0))
+    server = fakecloud_module("server").FakeCloudServer(cloud_config("shared", 1.0))
     await server.start()
     yield server
     await server.stop()

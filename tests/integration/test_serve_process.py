@@ -17,10 +17,11 @@ import httpx
 import pytest
 import yaml
 
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
-from vkprovider.sim.local import _fakecloud, cloud_config, eventually
+from vkprovider.sim.local import cloud_config, fakecloud_module
 
 pytestmark = pytest.mark.cluster
 
@@ -29,7 +30,7 @@ JSON = dict[str, Any]
 
 @pytest.fixture
 async def cloud() -> AsyncIterator[Any]:
-    server = _fakecloud("server").FakeCloudServer(cloud_config("remote", 1.5))
+    server = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
     await server.start()
     yield server
     await server.stop()

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import importlib
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ from vkprovider.pods.controller import PodController
 JSON = dict[str, Any]
 
 
-def _fakecloud(module: str) -> Any:
+def fakecloud_module(module: str) -> Any:
     """fakecloud is an adapter package, loaded by name: the service never imports adapters."""
     return importlib.import_module(f"vkprovider_fakecloud.{module}")
 
@@ -36,7 +35,7 @@ def _fakecloud(module: str) -> Any:
 def cloud_config(
     name: str, price: float, *, capacity: int = 8, gpu: str = "H100-SXM-80GB", **lifecycle: Any
 ) -> Any:
-    return _fakecloud("config").parse_config(
+    return fakecloud_module("config").parse_config(
         {
             "provider": name,
             "seed": 7,
@@ -132,7 +131,7 @@ async def start_virtual_node(
 ) -> VirtualNode:
     servers = {}
     for name, config in clouds.items():
-        server = _fakecloud("server").FakeCloudServer(config)
+        server = fakecloud_module("server").FakeCloudServer(config)
         await server.start()
         servers[name] = server
     node = VirtualNode(
@@ -144,18 +143,6 @@ async def start_virtual_node(
     )
     await node.start()
     return node
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.2
-) -> Any:
-    """Poll until ``check`` returns something truthy; returns it. Raises TimeoutError otherwise."""
-    async with asyncio.timeout(timeout):
-        while True:
-            result = await check()
-            if result:
-                return result
-            await asyncio.sleep(interval)
 
 
 def inference_deployment(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from vkprovider_fakecloud.config import FakeCloudConfig, parse_config
 
+from tests import support
 from vkprovider.plugins.api import Container, DeploymentRequest, EnvVar, FileMount, Port
 
 T = TypeVar("T")
@@ -74,10 +74,6 @@ def request(
 async def eventually(
     check: Callable[[], Awaitable[T | None]], timeout: float = 5.0, interval: float = 0.02
 ) -> T:
-    """Poll ``check`` until it returns a truthy value; fail (not hang) after ``timeout``."""
-    async with asyncio.timeout(timeout):
-        while True:
-            result = await check()
-            if result:
-                return result
-            await asyncio.sleep(interval)
+    """``tests.support.eventually`` with a unit-test pace (short timeout, fast polling)."""
+    result: T = await support.eventually(check, timeout=timeout, interval=interval)
+    return result

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import Callable
 
 import httpx
 import pytest
 from fakecloud_helpers import request
 from vkprovider_fakecloud.adapter import FakeCloudProvider
-from vkprovider_fakecloud.mapping import retry_after
 
 from vkprovider.plugins.api import (
     InvalidRequest,
@@ -123,12 +120,3 @@ async def test_deploy_sends_labels_and_list_filters_by_node() -> None:
     finally:
         await adapter.close()
     assert seen[0].url.params["labelSelector"] == "vkprovider.io/node-name=vk-7"
-
-
-def test_retry_after_forms() -> None:
-    assert retry_after("2.5") == 2.5
-    assert retry_after(None) is None and retry_after("soon") is None
-    future = email.utils.formatdate(time.time() + 30, usegmt=True)
-    value = retry_after(future)
-    assert value is not None and 20 < value <= 31
-    assert retry_after(email.utils.formatdate(time.time() - 30, usegmt=True)) == 0.0
