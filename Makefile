@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
+# Recipes that other targets depend on are silent on stdout, so `make cluster-up` prints one line.
 $(STAMP): pyproject.toml requirements.lock
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]'
-	touch $(STAMP)
+	@echo "installing the pinned environment into $(VENV)" >&2
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]' >&2
+	@touch $(STAMP)
 
 lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
 	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
@@ -35,7 +37,7 @@ test-unit: install
 	$(BIN)/python -m pytest -q -m "not cluster"
 
 cluster-build: install
-	$(BIN)/python -m vkprovider.devcluster build
+	@$(BIN)/python -m vkprovider.devcluster build
 
 cluster-up: cluster-build
 	@$(BIN)/python -m vkprovider.devcluster up
