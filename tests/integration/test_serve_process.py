@@ -176,3 +176,59 @@ def test_unknown_adapter_names_the_provider(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "typo" in result.stderr and "fakeclod" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_sigkill_then_restart_cleans_up_pods_deleted_while_down(
+    cluster: Cluster, namespace: str, cloud: Any, tmp_path: Path
+) -> None:
+    node = f"vk-{uuid.uuid4().hex[:8]}"
+    admin_port = free_port()
+    config = write_config(tmp_path, node, cloud.url, admin_port)
+    log = tmp_path / "serve.log"
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    proc = start_serve(config, cluster, log)
+    try:
+        await wait_ready(admin_port, proc, log)
+        uids = {}
+        for name in ("keep", "drop"):
+            pod = {
+                "metadata": {"name": name},
+                "spec": {
+                    "nodeName": node,
+                    "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+                    "containers": [
+                        {"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                    ],
+                },
+            }
+            created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+            uids[name] = created["metadata"]["uid"]
+
+        async def both_deployed() -> bool:
+            return set(uids.values()) <= set(cloud.store.deployments)
+
+        await eventually(both_deployed)
+        assert await stop(proc, signal.SIGKILL) == -signal.SIGKILL
+        await kube.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/drop", body={"gracePeriodSeconds": 0}
+        )
+        creates = cloud.store.requests.get("POST /v1/deployments", 0)
+        proc = start_serve(config, cluster, log)
+        await wait_ready(admin_port, proc, log)
+
+        async def cleaned() -> bool:
+            return uids["drop"] not in cloud.store.deployments
+
+        await eventually(cleaned)
+        assert uids["keep"] in cloud.store.deployments
+        assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # no duplicate deploys
+
+        async def keep_running() -> bool:
+            pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/keep")
+            return bool(pod["status"].get("phase") == "Running")
+
+        await eventually(keep_running)
+    finally:
+        if proc.poll() is None:
+            await stop(proc, signal.SIGKILL)
+        await kube.close()
