@@ -22,63 +22,19 @@ import time
 import uuid
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from vkprovider.config import GrpcPluginConfig, ProviderConfig
-from vkprovider.models import Container, DeploymentRequest, DeploymentStatus, Offer, Phase, ProviderInfo
-from vkprovider.plugins.api import NotFound, Provider
+from vkprovider.models import Container, DeploymentRequest
+from vkprovider.plugins.api import Provider
 from vkprovider.plugins.grpc.client import GrpcProvider
 from vkprovider.plugins.grpc.server import serve_adapter
 from vkprovider.plugins.grpc.supervisor import PluginSupervisor
 from vkprovider.plugins.guard import guard
+from vkprovider.plugins.memory import InMemoryProvider
 from vkprovider.plugins.registry import build_provider
 
 
-class BenchProvider:
-    """In-memory adapter: idempotent deploy, get, list, delete."""
-
-    class Settings(BaseModel):
-        pass
-
-    def __init__(self, name: str, settings: Settings) -> None:
-        self._name = name
-        self.deployments: dict[str, DeploymentStatus] = {}
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    async def info(self) -> ProviderInfo:
-        return ProviderInfo(name=self._name, adapter="bench", version="0")
-
-    async def probe(self) -> None:
-        return None
-
-    async def offers(self) -> list[Offer]:
-        return []
-
-    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        status = self.deployments.get(request.uid)
-        if status is None:
-            status = DeploymentStatus(
-                uid=request.uid, phase=Phase.PENDING, node_name=request.node_name, provider_id=request.uid[:8]
-            )
-            self.deployments[request.uid] = status
-        return status
-
-    async def get(self, uid: str) -> DeploymentStatus:
-        if uid not in self.deployments:
-            raise NotFound(uid)
-        return self.deployments[uid]
-
-    async def list(self, node_name: str) -> list[DeploymentStatus]:
-        return [s for s in self.deployments.values() if s.node_name == node_name]
-
-    async def delete(self, uid: str) -> None:
-        self.deployments.pop(uid, None)
-
-    async def close(self) -> None:
-        return None
+class BenchProvider(InMemoryProvider):
+    """The in-memory reference adapter: idempotent deploy, get, list, delete; no I/O."""
 
 
 def request(uid: str) -> DeploymentRequest:

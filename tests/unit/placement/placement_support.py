@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vkprovider.errors import NotFound
 from vkprovider.models import (
-    Capabilities,
     Container,
     DeploymentRequest,
     DeploymentStatus,
     Offer,
-    Phase,
-    ProviderInfo,
 )
+from vkprovider.plugins.memory import InMemoryProvider
 
 
 class Clock:
@@ -32,62 +29,28 @@ class Clock:
         self.now += seconds
 
 
-class MemProvider:
-    """A small but real provider: idempotent deploys keyed by UID, scripted failures."""
+class MemProvider(InMemoryProvider):
+    """The in-memory reference provider with scripted deploy failures and a failing catalog."""
 
     def __init__(
         self, name: str, offers: Iterable[Offer] = (), failures: Iterable[BaseException] = ()
     ) -> None:
-        self._name = name
+        super().__init__(name)
         self.catalog = list(offers)
         self.failures = list(failures)  # raised by successive deploy calls, then success
         self.offers_error: BaseException | None = None
         self.deploy_calls: list[DeploymentRequest] = []
-        self.deployments: dict[str, DeploymentStatus] = {}
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    async def info(self) -> ProviderInfo:
-        return ProviderInfo(name=self._name, adapter="mem", version="0", capabilities=Capabilities())
-
-    async def probe(self) -> None:
-        return None
 
     async def offers(self) -> list[Offer]:
         if self.offers_error is not None:
             raise self.offers_error
-        return list(self.catalog)
+        return await super().offers()
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
         self.deploy_calls.append(request)
         if self.failures:
             raise self.failures.pop(0)
-        status = self.deployments.get(request.uid)
-        if status is None:
-            status = DeploymentStatus(
-                uid=request.uid,
-                phase=Phase.PENDING,
-                node_name=request.node_name,
-                offer_id=request.offer_id or "",
-            )
-            self.deployments[request.uid] = status
-        return status
-
-    async def get(self, uid: str) -> DeploymentStatus:
-        if uid not in self.deployments:
-            raise NotFound(uid)
-        return self.deployments[uid]
-
-    async def list(self, node_name: str) -> list[DeploymentStatus]:
-        return [s for s in self.deployments.values() if s.node_name == node_name]
-
-    async def delete(self, uid: str) -> None:
-        self.deployments.pop(uid, None)
-
-    async def close(self) -> None:
-        return None
+        return await super().deploy(request)
 
 
 def offer(

@@ -9,59 +9,28 @@ from typing import Any
 from pydantic import BaseModel
 
 from vkprovider.plugins.api import (
-    DeploymentRequest,
     DeploymentStatus,
     LogOptions,
-    NotFound,
-    Offer,
     Phase,
     ProviderInfo,
 )
+from vkprovider.plugins.memory import InMemoryProvider
 
 
-class TinyProvider:
-    """In-memory, contract-abiding; ``Settings`` has a required field to test validation."""
+class TinyProvider(InMemoryProvider):
+    """The in-memory reference provider; ``Settings`` has a required field to test validation."""
 
     class Settings(BaseModel):
         url: str
         price: float = 1.0
 
-    def __init__(self, name: str, settings: Settings) -> None:
-        self._name = name
-        self.settings = settings
-        self.deployments: dict[str, DeploymentStatus] = {}
+    settings: Settings
 
-    @property
-    def name(self) -> str:
-        return self._name
+    def __init__(self, name: str, settings: Settings) -> None:
+        super().__init__(name, settings)
 
     async def info(self) -> ProviderInfo:
-        return ProviderInfo(name=self._name, adapter="tiny", version="0")
-
-    async def probe(self) -> None:
-        return None
-
-    async def offers(self) -> list[Offer]:
-        return []
-
-    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        return self.deployments.setdefault(
-            request.uid, DeploymentStatus(uid=request.uid, phase=Phase.PENDING, node_name=request.node_name)
-        )
-
-    async def get(self, uid: str) -> DeploymentStatus:
-        if uid not in self.deployments:
-            raise NotFound(uid)
-        return self.deployments[uid]
-
-    async def list(self, node_name: str) -> list[DeploymentStatus]:
-        return [s for s in self.deployments.values() if s.node_name == node_name]
-
-    async def delete(self, uid: str) -> None:
-        self.deployments.pop(uid, None)
-
-    async def close(self) -> None:
-        return None
+        return ProviderInfo(name=self.name, adapter="tiny", version="0")
 
 
 class NoSettings:
