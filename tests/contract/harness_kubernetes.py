@@ -65,4 +65,4 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     try:
         yield KubernetesHarness(cluster)
     finally:
-        await cluster.stop()
+        await cluster.stop(remove=True)

@@ -48,7 +48,7 @@ async def remote() -> AsyncIterator[Cluster]:
     try:
         yield cluster
     finally:
-        await cluster.stop()
+        await cluster.stop(remove=True)
 
 
 @pytest.fixture(scope="module")
