@@ -33,6 +33,18 @@ def run_root() -> Path:
     return Path(base) / "run"
 
 
+def sweep_dead_clusters() -> None:
+    """Remove run directories of clusters whose processes all died (a killed test run, a reboot),
+    so etcd data does not pile up. A directory without state is left alone: it may be booting."""
+    root = run_root()
+    if not root.is_dir():
+        return
+    for workdir in root.iterdir():
+        cluster = Cluster.load(workdir)
+        if cluster is not None and not any(p.alive() for p in cluster.processes):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
 @dataclass
 class Cluster:
     """A running local control plane; ``stop()`` ends every process it started, by PID."""
@@ -63,6 +75,7 @@ class Cluster:
                 f"control-plane binaries missing ({', '.join(missing)}); run `make cluster-build` first"
             )
         workdir = workdir or run_root() / name
+        sweep_dead_clusters()
         previous = cls.load(workdir)
         if previous is not None:
             await previous.stop()

@@ -82,3 +82,25 @@ def test_process_stop_by_pid(tmp_path: Path) -> None:
     assert not proc.alive()
     with pytest.raises(ProcessLookupError):
         os.kill(proc.pid, 0)
+
+
+def test_run_directories_of_dead_clusters_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vkprovider.devcluster.cluster import Cluster as C
+    from vkprovider.devcluster.cluster import sweep_dead_clusters
+    from vkprovider.devcluster.pki import CertPair
+
+    monkeypatch.setenv("VKPROVIDER_CACHE", str(tmp_path))
+    run = tmp_path / "run"
+    alive = spawn("sleeper", Path("/bin/sleep"), ["30"], tmp_path / "logs")
+    dead = spawn("quick", Path("/bin/true"), [], tmp_path / "logs")
+    dead.stop(grace=5)
+    try:
+        for name, proc in (("live", alive), ("dead", dead)):
+            (run / name).mkdir(parents=True)
+            pair = CertPair(run / name / "a.crt", run / name / "a.key")
+            C(name, run / name, "https://x", run / name / "k", pair.cert, pair, [proc]).save()
+        (run / "booting").mkdir()  # no state yet: may be starting right now
+        sweep_dead_clusters()
+        assert sorted(p.name for p in run.iterdir()) == ["booting", "live"]
+    finally:
+        alive.stop(grace=5)
