@@ -193,3 +193,21 @@ async def test_force_delete_removes_the_external_deployment(vnode: VirtualNode, 
         return uid not in await all_cloud_uids(vnode)
 
     await eventually(deployment_gone)
+
+
+async def test_status_is_pushed_by_a_provider_that_can_watch(cluster: Cluster, namespace: str) -> None:
+    # Poll only once an hour: Ready can then only arrive through fakecloud's watch stream.
+    node = await start_virtual_node(cluster, {"pushy": cloud_config("pushy", 1.0)}, status_poll_seconds=3600)
+    try:
+        kube = node.kube
+        assert kube is not None and node.controller is not None
+        await create_deployment(kube, namespace, inference_deployment("pushed", node.name, replicas=1))
+
+        async def ready() -> bool:
+            return any(is_ready(p) for p in await pods_of(kube, namespace, "pushed"))
+
+        await eventually(ready)
+        assert node.controller.tracker.polls == 1  # the initial sync only
+        assert node.controller.tracker.pushed > 0
+    finally:
+        await node.stop()

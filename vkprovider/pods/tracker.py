@@ -1,9 +1,11 @@
 """What every provider says about this node's deployments, from one ``list`` call per provider.
 
 Polling costs one call per provider per interval whatever the number of pods (no per-pod
-polling). A failed list changes nothing: the last known status stands, so a provider outage
-never flips a Running pod to Pending or Failed. A deployment that was known and is absent from a
-*successful* list is marked missing; the reconciler decides when missing means lost.
+polling). Providers with the ``watch`` capability also push each transition as it happens; the
+poll stays as the safety net that finds what a broken stream missed. A failed list changes
+nothing: the last known status stands, so a provider outage never flips a Running pod to
+Pending or Failed. A deployment that was known and is absent from a *successful* list is marked
+missing; the reconciler decides when missing means lost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 from vkprovider.errors import ProviderError
 from vkprovider.models import DeploymentStatus
-from vkprovider.plugins.api import Provider
+from vkprovider.plugins.api import Provider, SupportsWatch
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ class DeploymentTracker:
         self.listed = asyncio.Event()
         self.last_list_ok: dict[str, bool] = {}
         self.polls = 0
+        self.pushed = 0  #: statuses received from provider watches
+        self._watch_backoff = (1.0, 30.0)
 
     def get(self, uid: str) -> Tracked | None:
         return self.deployments.get(uid)
@@ -72,9 +76,40 @@ class DeploymentTracker:
         self.deployments.pop(uid, None)
 
     async def run(self) -> None:
+        """Poll every provider on the interval, and follow the watch of those that can push."""
+        async with asyncio.TaskGroup() as group:
+            for name, provider in self._providers.items():
+                if isinstance(provider, SupportsWatch) and (await provider.info()).capabilities.watch:
+                    group.create_task(self._follow(name, provider), name=f"watch-{name}")
+            while True:
+                await asyncio.sleep(self._interval)
+                await self.poll_once()
+
+    async def _follow(self, name: str, provider: SupportsWatch) -> None:
+        """Apply pushed statuses; a broken stream is re-opened with backoff (the poll covers the gap)."""
+        delay, ceiling = self._watch_backoff
         while True:
-            await self.poll_once()
-            await asyncio.sleep(self._interval)
+            try:
+                async for status in provider.watch(self._node):
+                    self.pushed += 1
+                    self._apply_pushed(name, status)
+                    delay = self._watch_backoff[0]
+            except ProviderError as exc:
+                log.info(
+                    "watch of %s ended: %s; reopening in %.0fs", name, exc, delay, extra={"provider": name}
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, ceiling)
+
+    def _apply_pushed(self, provider: str, status: DeploymentStatus) -> None:
+        tracked = self.deployments.get(status.uid)
+        if tracked is None:
+            if status.phase.terminal or status.phase.value == "Unknown":
+                return  # the end of something we already forgot (deleted): nothing to do
+        elif tracked.provider != provider or (tracked.status == status and tracked.missing_since is None):
+            return
+        self.record(status.uid, provider, status)
+        self._on_change(status.uid)
 
     async def poll_once(self) -> None:
         names = list(self._providers)

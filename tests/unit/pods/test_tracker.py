@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from vkprovider.errors import Transient
-from vkprovider.models import DeploymentStatus, Phase
+from vkprovider.models import Capabilities, DeploymentStatus, Phase, ProviderInfo
 from vkprovider.pods.tracker import DeploymentTracker
 
 
@@ -71,3 +73,43 @@ async def test_vanished_deployment_is_marked_missing_and_failed_list_changes_not
     assert changed == ["b"]
     missing = tracker.get("b")
     assert missing is not None and missing.missing_since is not None
+
+
+class PushingProvider(ListingProvider):
+    """Also pushes statuses through ``watch`` (capability declared), from a queue the test fills."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pushes: asyncio.Queue[DeploymentStatus] = asyncio.Queue()
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(name="p", adapter="push", version="0", capabilities=Capabilities(watch=True))
+
+    async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
+        while True:
+            yield await self.pushes.get()
+
+
+async def test_pushed_statuses_arrive_between_polls() -> None:
+    provider = PushingProvider()
+    changed: asyncio.Queue[str] = asyncio.Queue()
+    tracker = DeploymentTracker({"p": provider}, "vk", interval=3600, on_change=changed.put_nowait)  # type: ignore[dict-item]
+    tracker.record("u1", "p", DeploymentStatus(uid="u1", phase=Phase.PENDING))
+    task = asyncio.create_task(tracker.run())
+    try:
+        provider.pushes.put_nowait(running("u1"))
+        async with asyncio.timeout(5):
+            assert await changed.get() == "u1"
+        tracked = tracker.get("u1")
+        assert tracked is not None and tracked.status.phase is Phase.RUNNING
+        # The end of a deployment we already forgot is not resurrected.
+        provider.pushes.put_nowait(DeploymentStatus(uid="gone", phase=Phase.SUCCEEDED))
+        provider.pushes.put_nowait(running("u1b"))
+        async with asyncio.timeout(5):
+            assert await changed.get() == "u1b"
+        assert tracker.get("gone") is None
+        assert tracker.polls == 0 and tracker.pushed == 3
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
