@@ -103,6 +103,17 @@ async def test_env_is_resolved_and_secrets_stay_out_of_logs_and_events(
         f"/api/v1/namespaces/{namespace}/secrets",
         body={"metadata": {"name": "hf"}, "stringData": {"token": SECRET_VALUE}},
     )
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/services",
+        body={"metadata": {"name": "model-api"}, "spec": {"ports": [{"port": 8080}]}},
+    )
+
+    async def service_seen() -> bool:  # the service-links cache is an informer: eventually consistent
+        assert vnode.controller is not None
+        return f"{namespace}/model-api" in vnode.controller.services.cache
+
+    await eventually(service_seen)
     env = [
         {"name": "MODEL", "valueFrom": {"configMapKeyRef": {"name": "model", "key": "MODEL_NAME"}}},
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
@@ -125,6 +136,8 @@ async def test_env_is_resolved_and_secrets_stay_out_of_logs_and_events(
     assert values["HF_TOKEN"].value == SECRET_VALUE and values["HF_TOKEN"].secret
     assert values["POD_NAME"].value == pod["metadata"]["name"]
     assert values["GREETING"].value == "serving llama-3-70b"
+    assert values["MODEL_API_SERVICE_PORT"].value == "8080"  # service links, from the informer
+    assert values["MODEL_API_SERVICE_HOST"].value
 
     events = await events_for(kube, namespace, pod["metadata"]["name"])
     assert events

@@ -64,13 +64,14 @@ class PodController:
             providers, node_name, interval=status_poll_seconds, on_change=self._on_deployment
         )
         self.events = EventRecorder(kube, component="vkprovider", host=node_name)
+        self.services = Informer(kube, "/api/v1/services", handler=lambda kind, old, new: None)
         self.sync = PodSync(
             kube,
             providers,
             placer,
             self.tracker,
             self.events,
-            ApiObjectSource(kube),
+            ApiObjectSource(kube, self.services),
             SyncSettings(
                 node_name=node_name,
                 host_ip=host_ip,
@@ -107,7 +108,9 @@ class PodController:
         """Run until cancelled. Supervised by the caller's task group."""
         async with asyncio.TaskGroup() as group:
             group.create_task(self.informer.run(), name="pod-informer")
+            group.create_task(self.services.run(), name="service-informer")
             await self.informer.synced.wait()
+            await self.services.synced.wait()
             await self.tracker.poll_once()
             group.create_task(self.tracker.run(), name="status-tracker")
             self.synced.set()

@@ -1,5 +1,8 @@
 """The translator's view of ConfigMaps, Secrets and Services, read from the API server.
 
+Services come from a cluster-wide informer cache when one is given (every pod needs them for
+service-link variables, so one watch replaces a list call per pod); ConfigMaps and Secrets are
+read per reference, so the service never holds every Secret of the cluster in memory.
 A missing object is ``None`` (translation decides whether that fails the pod); any other API
 failure is ``Transient``, so the pod is retried rather than failed for a hiccup.
 """
@@ -14,11 +17,13 @@ from vkprovider.errors import Transient
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeError
+from vkprovider.kube.informer import Informer
 
 
 class ApiObjectSource:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, services: Informer | None = None) -> None:
         self._kube = kube
+        self._services = services
 
     async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
@@ -45,6 +50,9 @@ class ApiObjectSource:
         return data
 
     async def list_services(self, namespace: str) -> list[Mapping[str, Any]]:
+        if self._services is not None and self._services.synced.is_set():
+            prefix = f"{namespace}/"
+            return [svc for key, svc in self._services.cache.items() if key.startswith(prefix)]
         try:
             return list(await resources.list_services(self._kube, namespace))
         except KubeError as exc:
