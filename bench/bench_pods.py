@@ -3,7 +3,8 @@
 Real control plane, real fakecloud at zero latency (provisioning and serving immediate), the real
 node agent and pod controller in this process. Prints figures; asserts nothing.
 
-    .venv/bin/python bench/bench_pods.py --pods 200 --workers 16
+    .venv/bin/python bench/bench_pods.py --pods 200                      # service defaults
+    .venv/bin/python bench/bench_pods.py --pods 200 --provider-rate 1000 --kube-qps 1000
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ async def phases(admin: KubeClient, namespace: str) -> list[str]:
     return [p["status"].get("phase", "") for p in body["items"]]
 
 
-async def run(pods: int, workers: int, provider_rate: float) -> None:
+async def run(pods: int, workers: int, provider_rate: float, kube_qps: float) -> None:
     cluster = await Cluster.start("bench-pods", gpu_nodes=0)
     admin = await KubeClient.connect(str(cluster.kubeconfig), qps=1000, burst=1000)
     cloud = cloud_config("zero", 1.0, capacity=pods * 2, provisioning_seconds=0, serving_after_seconds=0)
@@ -56,6 +57,7 @@ async def run(pods: int, workers: int, provider_rate: float) -> None:
             offer_refresh_seconds=5.0,
             rate_limit=RateLimitConfig(per_second=provider_rate, burst=max(1, int(provider_rate))),
         ),
+        kube_qps=kube_qps,
         workers=workers,
         status_poll_seconds=0.5,
     )
@@ -102,6 +104,7 @@ async def run(pods: int, workers: int, provider_rate: float) -> None:
 
         print(
             f"pods: {pods}, workers: {workers}, provider rate limit: {provider_rate}/s, "
+            f"kube client QPS: {kube_qps} (burst {int(2 * kube_qps)}), "
             f"fakecloud latency: 0, failed: {failed}"
         )
         print(f"create calls issued in {created - started:.2f}s")
@@ -129,8 +132,9 @@ def main() -> None:
         default=10.0,
         help="client-side deploys/s per provider (config default 10)",
     )
+    parser.add_argument("--kube-qps", type=float, default=50.0, help="API client QPS (config default 50)")
     args = parser.parse_args()
-    asyncio.run(run(args.pods, args.workers, args.provider_rate))
+    asyncio.run(run(args.pods, args.workers, args.provider_rate, args.kube_qps))
 
 
 if __name__ == "__main__":

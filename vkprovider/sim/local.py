@@ -61,6 +61,7 @@ class VirtualNode:
     clouds: dict[str, Any]  #: name -> vkprovider_fakecloud.server.FakeCloudServer
     placement: PlacementConfig
     controller_options: dict[str, Any]
+    kube_qps: float = 200.0
     kube: KubeClient | None = None
     providers: dict[str, Provider] = field(default_factory=dict)
     placer: Placer | None = None
@@ -69,7 +70,9 @@ class VirtualNode:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self) -> None:
-        self.kube = await KubeClient.connect(str(self.cluster.kubeconfig), qps=200, burst=400)
+        self.kube = await KubeClient.connect(
+            str(self.cluster.kubeconfig), qps=self.kube_qps, burst=int(2 * self.kube_qps)
+        )
         self.providers = {
             name: instantiate("fakecloud", name, {"url": cloud.url}) for name, cloud in self.clouds.items()
         }
@@ -127,6 +130,7 @@ async def start_virtual_node(
     clouds: dict[str, Any],
     *,
     placement: PlacementConfig | None = None,
+    kube_qps: float = 200.0,
     **controller_options: Any,
 ) -> VirtualNode:
     servers = {}
@@ -140,6 +144,7 @@ async def start_virtual_node(
         servers,
         placement or PlacementConfig(offer_refresh_seconds=1.0, blocklist_ttl_seconds=5.0),
         controller_options,
+        kube_qps,
     )
     await node.start()
     return node
