@@ -11,5 +11,4 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 QUEUE_DEPTH = Gauge("vkprovider_queue_depth", "Pod keys waiting in the work queue")
-DEPLOYMENTS = Gauge("vkprovider_deployments", "Deployments known per provider", ["provider"])
 ORPHANS_DELETED = Counter("vkprovider_orphans_deleted_total", "Orphaned deployments deleted")
