@@ -102,7 +102,7 @@ def _go() -> str:
     go = shutil.which("go")
     if go is None:
         raise BuildError(
-            "the Go toolchain was not found on PATH; install Go >= 1.25 "
+            "the Go toolchain was not found on PATH; install Go >= 1.26 "
             "(e.g. `apt-get install golang-go` or from the Go module proxy) and retry"
         )
     return go
@@ -166,7 +166,7 @@ def _write_module(
     path: Path, module: str, requires: list[str], replaces: list[str], imports: list[str]
 ) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    lines = [f"module {module}", "", "go 1.25", "", "require ("]
+    lines = [f"module {module}", "", "go 1.26", "", "require ("]
     lines += [f"\t{r}" for r in requires]
     lines.append(")")
     if replaces:
