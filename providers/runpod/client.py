@@ -15,18 +15,16 @@ from typing import Any
 import httpx
 
 from vkprovider.plugins.api import (
-    ApiKeySource,
-    BearerAuth,
     InvalidRequest,
+    KeyedHttpClient,
     NoCapacity,
     NotFound,
     ProviderError,
     Transient,
     error_body,
-    error_for_status,
     json_body,
     require_field,
-    retry_after_seconds,
+    response_error,
     transport_error,
 )
 
@@ -95,52 +93,23 @@ def map_error(
     if exc is not None:
         return transport_error(op.value, exc, provider=provider)
     assert response is not None
-    status = response.status_code
     detail = _detail(response)
-    return error_for_status(
-        status,
-        f"{op.value}: HTTP {status}: {detail}",
+    return response_error(
+        response,
+        op.value,
+        detail,
         provider=provider,
-        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
-        override=_runpod_reading(op, status, detail),
+        override=_runpod_reading(op, response.status_code, detail),
     )
 
 
-class RunPodClient:
-    """One pooled ``httpx.AsyncClient`` per adapter instance; ``transport`` is injectable for tests."""
+class RunPodClient(KeyedHttpClient[Op]):
+    """Typed calls to the API over one pooled, key-authenticated client (see ``KeyedHttpClient``)."""
 
-    def __init__(
-        self,
-        provider: str,
-        *,
-        base_url: str,
-        key: ApiKeySource,
-        timeout: float,
-        max_connections: int,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._provider = provider
-        self._key = key
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            auth=BearerAuth(key),
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections),
-            headers={"Accept": "application/json"},
-            transport=transport,
-        )
-
-    async def close(self) -> None:
-        await self._http.aclose()
-
-    async def _request(self, op: Op, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise self._key.scrubbed(map_error(self._provider, op, exc=exc)) from None
-        if response.is_success:
-            return response
-        raise self._key.scrubbed(map_error(self._provider, op, response=response))
+    def map_error(
+        self, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
+    ) -> ProviderError:
+        return map_error(self._provider, op, response=response, exc=exc)
 
     def _object(self, op: Op, response: httpx.Response, key: str | None = None) -> Any:
         body = json_body(response, op.value, provider=self._provider)
@@ -152,31 +121,31 @@ class RunPodClient:
         params: dict[str, str] = {"cloud": cloud, "include": "AVAILABILITY", "product": "POD"}
         if not availability:
             params = {}
-        response = await self._request(Op.CATALOG, "GET", "/v2/catalog/gpus", params=params)
+        response = await self.send(Op.CATALOG, "GET", "/v2/catalog/gpus", params=params)
         gpus = self._object(Op.CATALOG, response, "gpus")
         if not isinstance(gpus, list):
             raise Transient("catalog: 'gpus' is not a list", provider=self._provider)
         return gpus
 
     async def list_pods(self) -> list[Any]:
-        response = await self._request(Op.READ, "GET", "/v2/pods")
+        response = await self.send(Op.READ, "GET", "/v2/pods")
         pods = self._object(Op.READ, response, "pods")
         if not isinstance(pods, list):
             raise Transient("read: 'pods' is not a list", provider=self._provider)
         return pods
 
     async def get_pod(self, pod_id: str) -> Any:
-        response = await self._request(Op.READ, "GET", f"/v2/pods/{pod_id}")
+        response = await self.send(Op.READ, "GET", f"/v2/pods/{pod_id}")
         return self._object(Op.READ, response)
 
     async def create_pod(self, body: dict[str, Any]) -> Any:
-        response = await self._request(Op.CREATE, "POST", "/v2/pods", json=body)
+        response = await self.send(Op.CREATE, "POST", "/v2/pods", json=body)
         return self._object(Op.CREATE, response)
 
     async def delete_pod(self, pod_id: str) -> None:
         """Terminate; a pod that is already gone counts as deleted."""
         try:
-            await self._request(Op.DELETE, "DELETE", f"/v2/pods/{pod_id}")
+            await self.send(Op.DELETE, "DELETE", f"/v2/pods/{pod_id}")
         except NotFound:
             return
 
@@ -188,15 +157,15 @@ class RunPodClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+            raise self.failure(Op.LOGS, exc=exc) from None
         try:
             if not response.is_success:
                 await response.aread()
-                raise self._key.scrubbed(map_error(self._provider, Op.LOGS, response=response))
+                raise self.failure(Op.LOGS, response=response)
             try:
                 async for line in response.aiter_lines():
                     yield line
             except httpx.HTTPError as exc:
-                raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+                raise self.failure(Op.LOGS, exc=exc) from None
         finally:
             await response.aclose()

@@ -15,19 +15,17 @@ from typing import Any
 import httpx
 
 from vkprovider.plugins.api import (
-    ApiKeySource,
-    BearerAuth,
     InvalidRequest,
+    KeyedHttpClient,
     NoCapacity,
     NotFound,
     ProviderError,
     QuotaOrBilling,
     Transient,
     error_body,
-    error_for_status,
     json_body,
     require_field,
-    retry_after_seconds,
+    response_error,
     transport_error,
 )
 
@@ -93,52 +91,27 @@ def map_error(
     if exc is not None:
         return transport_error(op.value, exc, provider=provider)
     assert response is not None
-    status = response.status_code
     detail = _detail(response)
-    return error_for_status(
-        status,
-        f"{op.value}: HTTP {status}: {detail}",
+    return response_error(
+        response,
+        op.value,
+        detail,
         provider=provider,
-        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
-        override=_vast_reading(op, status, detail),
+        override=_vast_reading(op, response.status_code, detail),
     )
 
 
-class VastClient:
-    """One pooled ``httpx.AsyncClient`` per adapter instance; ``transport`` is injectable for tests."""
+class VastClient(KeyedHttpClient[Op]):
+    """Typed calls to the API over one pooled, key-authenticated client (see ``KeyedHttpClient``)."""
 
-    def __init__(
-        self,
-        provider: str,
-        *,
-        base_url: str,
-        key: ApiKeySource,
-        timeout: float,
-        max_connections: int,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._provider = provider
-        self._key = key
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            auth=BearerAuth(key),
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections),
-            headers={"Accept": "application/json"},
-            transport=transport,
-        )
-
-    async def close(self) -> None:
-        await self._http.aclose()
+    def map_error(
+        self, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
+    ) -> ProviderError:
+        return map_error(self._provider, op, response=response, exc=exc)
 
     async def _request(self, op: Op, method: str, path: str, **kwargs: Any) -> Any:
-        """Send, map failures, and return the decoded JSON body (``Transient`` if it is not JSON)."""
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise self._key.scrubbed(map_error(self._provider, op, exc=exc)) from None
-        if not response.is_success:
-            raise self._key.scrubbed(map_error(self._provider, op, response=response))
+        """Send (failures mapped by ``send``) and return the decoded JSON body (``Transient`` if not JSON)."""
+        response = await self.send(op, method, path, **kwargs)
         return json_body(response, op.value, provider=self._provider)
 
     def _field(self, op: Op, body: Any, key: str) -> Any:
@@ -158,7 +131,7 @@ class VastClient:
         result = await self._request(Op.CREATE, "PUT", f"/api/v0/asks/{ask_id}", json=body)
         if isinstance(result, dict) and result.get("success") is False:
             fake = httpx.Response(400, json=result)
-            raise self._key.scrubbed(map_error(self._provider, Op.CREATE, response=fake))
+            raise self.failure(Op.CREATE, response=fake)
         contract = self._field(Op.CREATE, result, "new_contract")
         if not isinstance(contract, int) or isinstance(contract, bool):
             raise Transient("create: 'new_contract' is not an integer", provider=self._provider)
@@ -210,9 +183,9 @@ class VastClient:
         try:
             response = await self._http.get(url, auth=None)
         except httpx.HTTPError as exc:
-            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, exc=exc)) from None
+            raise self.failure(Op.LOGS, exc=exc) from None
         if response.status_code in (403, 404):
             return None
         if not response.is_success:
-            raise self._key.scrubbed(map_error(self._provider, Op.LOGS, response=response))
+            raise self.failure(Op.LOGS, response=response)
         return response.content

@@ -20,7 +20,8 @@ Contract rules (the contract suite in ``tests/contract/`` checks every one):
 
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
-names (:mod:`.catalog`) and per-UID deploy locks (:mod:`.uid_locks`).
+names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`) and a keyed HTTP client
+(:mod:`.http_client`).
 """
 
 from __future__ import annotations
@@ -61,12 +62,14 @@ from vkprovider.models import (
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
 from vkprovider.plugins.catalog import normalize_catalog_gpu
+from vkprovider.plugins.http_client import KeyedHttpClient
 from vkprovider.plugins.http_errors import (
     error_body,
     error_for_status,
     json_body,
     parse_model,
     require_field,
+    response_error,
     retry_after_seconds,
     transport_error,
 )
@@ -90,6 +93,7 @@ __all__ = [
     "EnvVar",
     "FileMount",
     "InvalidRequest",
+    "KeyedHttpClient",
     "LogOptions",
     "NoCapacity",
     "NotFound",
@@ -113,6 +117,7 @@ __all__ = [
     "normalize_gpu",
     "parse_model",
     "require_field",
+    "response_error",
     "retry_after_seconds",
     "transport_error",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "json_body",
     "parse_model",
     "require_field",
+    "response_error",
     "retry_after_seconds",
     "transport_error",
 ]
@@ -95,6 +96,26 @@ def error_for_status(
     if cls is Transient:
         return Transient(message, provider=provider, retry_after=retry_after)
     return cls(message, provider=provider)
+
+
+def response_error(
+    response: httpx.Response,
+    what: str,
+    detail: str,
+    *,
+    provider: str,
+    override: type[ProviderError] | None = None,
+) -> ProviderError:
+    """``error_for_status`` for a failed response: message ``"<what>: HTTP <status>: <detail>"``,
+    ``retry_after`` read from its ``Retry-After`` header."""
+    status = response.status_code
+    return error_for_status(
+        status,
+        f"{what}: HTTP {status}: {detail}",
+        provider=provider,
+        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        override=override,
+    )
 
 
 def _class_for_status(status: int) -> type[ProviderError]:

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
 from vkprovider.plugins.api import (
     ApiKeySettings,
     ApiKeySource,
     BearerAuth,
     InvalidRequest,
+    KeyedHttpClient,
     NoCapacity,
     NotFound,
     ProviderError,
@@ -29,6 +30,7 @@ from vkprovider.plugins.api import (
     normalize_catalog_gpu,
     parse_model,
     require_field,
+    response_error,
     retry_after_seconds,
     transport_error,
 )
@@ -304,3 +306,50 @@ async def test_uid_locks_serialise_one_uid_and_not_others() -> None:
     locks.discard("a")
     locks.discard("never-seen")
     assert len(locks) == 1
+
+
+class _KitClient(KeyedHttpClient[str]):
+    """A minimal subclass: every failure is read by the shared table."""
+
+    def map_error(
+        self, op: str, *, response: httpx.Response | None = None, exc: Exception | None = None
+    ) -> ProviderError:
+        if exc is not None:
+            return transport_error(op, exc, provider=self._provider)
+        assert response is not None
+        return response_error(response, op, response.text, provider=self._provider)
+
+
+async def test_keyed_client_maps_every_failure_once_and_never_leaks_the_key() -> None:
+    key = "sk-kit-secret-123"
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        if request.url.path == "/ok":
+            return httpx.Response(200, json={"fine": True})
+        if request.url.path == "/busy":
+            return httpx.Response(429, headers={"Retry-After": "7"}, text=f"slow down {key}")
+        raise httpx.ConnectError(f"refused while sending {key}")
+
+    source = ApiKeySource("kit", api_key=SecretStr(key), api_key_env=None, api_key_file=None)
+    client = _KitClient(
+        "kit",
+        base_url="https://api.example",
+        key=source,
+        timeout=5,
+        max_connections=2,
+        transport=httpx.MockTransport(handler),
+    )
+    try:
+        assert (await client.send("read", "GET", "/ok")).json() == {"fine": True}
+        with pytest.raises(Transient) as busy:
+            await client.send("read", "GET", "/busy")
+        assert busy.value.retry_after == 7.0 and "read: HTTP 429" in str(busy.value)
+        assert key not in str(busy.value)  # the echoed key is scrubbed
+        with pytest.raises(Transient) as down:
+            await client.send("read", "GET", "/down")
+        assert key not in str(down.value)
+        assert seen[0] == f"Bearer {key}"  # the key travels only in the auth header
+    finally:
+        await client.close()
