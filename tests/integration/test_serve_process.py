@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,56 +98,87 @@ async def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout
     return await asyncio.wait_for(asyncio.to_thread(proc.wait), timeout)
 
 
-async def test_serve_drains_on_sigterm_and_resumes_after_restart(
-    cluster: Cluster, namespace: str, cloud: Any, tmp_path: Path
-) -> None:
+def gpu_pod(name: str, node: str) -> JSON:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+            "containers": [{"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+
+
+@dataclass
+class Served:
+    """One ``vkprovider serve`` process for a fresh node; ``restart`` starts it again."""
+
+    cluster: Cluster
+    node: str
+    admin_port: int
+    config: Path
+    log: Path
+    kube: KubeClient
+    proc: subprocess.Popen[bytes] | None = None
+
+    async def restart(self) -> None:
+        self.proc = start_serve(self.config, self.cluster, self.log)
+        await wait_ready(self.admin_port, self.proc, self.log)
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        return await stop(self.proc, sig)
+
+
+@pytest.fixture
+async def served(cluster: Cluster, cloud: Any, tmp_path: Path) -> AsyncIterator[Served]:
     node = f"vk-{uuid.uuid4().hex[:8]}"
     admin_port = free_port()
-    config = write_config(tmp_path, node, cloud.url, admin_port)
-    log = tmp_path / "serve.log"
     kube = await KubeClient.connect(str(cluster.kubeconfig))
-    proc = start_serve(config, cluster, log)
-    try:
-        await wait_ready(admin_port, proc, log)
-        pod = {
-            "metadata": {"name": "solo"},
-            "spec": {
-                "nodeName": node,
-                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                "containers": [
-                    {"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                ],
-            },
-        }
-        created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
-        uid = created["metadata"]["uid"]
+    service = Served(
+        cluster,
+        node,
+        admin_port,
+        write_config(tmp_path, node, cloud.url, admin_port),
+        tmp_path / "serve.log",
+        kube,
+    )
+    await service.restart()
+    yield service
+    if service.proc is not None and service.proc.poll() is None:
+        await service.stop(signal.SIGKILL)
+    await kube.close()
 
-        async def ready_pod() -> JSON | None:
-            current: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
-            conditions = {c["type"]: c["status"] for c in current["status"].get("conditions") or []}
-            return current if conditions.get("Ready") == "True" else None
 
-        await eventually(ready_pod)
-        assert uid in cloud.store.deployments  # deployed through the gRPC plugin process
+async def test_serve_drains_on_sigterm_and_resumes_after_restart(
+    served: Served, namespace: str, cloud: Any
+) -> None:
+    kube = served.kube
+    created = await kube.request(
+        "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("solo", served.node)
+    )
+    uid = created["metadata"]["uid"]
 
-        assert await stop(proc) == 0  # SIGTERM: drain, then a clean exit
-        assert uid in cloud.store.deployments  # shutting down never deletes running work
-        text = log.read_text()
-        assert "draining" in text
+    async def ready_pod() -> JSON | None:
+        current: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
+        conditions = {c["type"]: c["status"] for c in current["status"].get("conditions") or []}
+        return current if conditions.get("Ready") == "True" else None
 
-        creates = cloud.store.requests.get("POST /v1/deployments", 0)
-        proc = start_serve(config, cluster, log)
-        await wait_ready(admin_port, proc, log)
-        async with httpx.AsyncClient() as client:
-            state = (await client.get(f"http://127.0.0.1:{admin_port}/state")).json()
-        assert state["deployments"] == 1
-        still: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
-        assert still["status"]["phase"] == "Running"
-        assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # adopted, not redeployed
-    finally:
-        if proc.poll() is None:
-            await stop(proc, signal.SIGKILL)
-        await kube.close()
+    await eventually(ready_pod)
+    assert uid in cloud.store.deployments  # deployed through the gRPC plugin process
+
+    assert await served.stop() == 0  # SIGTERM: drain, then a clean exit
+    assert uid in cloud.store.deployments  # shutting down never deletes running work
+    assert "draining" in served.log.read_text()
+
+    creates = cloud.store.requests.get("POST /v1/deployments", 0)
+    await served.restart()
+    async with httpx.AsyncClient() as client:
+        state = (await client.get(f"http://127.0.0.1:{served.admin_port}/state")).json()
+    assert state["deployments"] == 1
+    still: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/solo")
+    assert still["status"]["phase"] == "Running"
+    assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # adopted, not redeployed
 
 
 def test_bad_config_is_one_clear_line_naming_the_field(tmp_path: Path) -> None:
@@ -179,56 +211,34 @@ def test_unknown_adapter_names_the_provider(tmp_path: Path) -> None:
 
 
 async def test_sigkill_then_restart_cleans_up_pods_deleted_while_down(
-    cluster: Cluster, namespace: str, cloud: Any, tmp_path: Path
+    served: Served, namespace: str, cloud: Any
 ) -> None:
-    node = f"vk-{uuid.uuid4().hex[:8]}"
-    admin_port = free_port()
-    config = write_config(tmp_path, node, cloud.url, admin_port)
-    log = tmp_path / "serve.log"
-    kube = await KubeClient.connect(str(cluster.kubeconfig))
-    proc = start_serve(config, cluster, log)
-    try:
-        await wait_ready(admin_port, proc, log)
-        uids = {}
-        for name in ("keep", "drop"):
-            pod = {
-                "metadata": {"name": name},
-                "spec": {
-                    "nodeName": node,
-                    "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                    "containers": [
-                        {"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                    ],
-                },
-            }
-            created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
-            uids[name] = created["metadata"]["uid"]
-
-        async def both_deployed() -> bool:
-            return set(uids.values()) <= set(cloud.store.deployments)
-
-        await eventually(both_deployed)
-        assert await stop(proc, signal.SIGKILL) == -signal.SIGKILL
-        await kube.request(
-            "DELETE", f"/api/v1/namespaces/{namespace}/pods/drop", body={"gracePeriodSeconds": 0}
+    kube = served.kube
+    uids = {}
+    for name in ("keep", "drop"):
+        created = await kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(name, served.node)
         )
-        creates = cloud.store.requests.get("POST /v1/deployments", 0)
-        proc = start_serve(config, cluster, log)
-        await wait_ready(admin_port, proc, log)
+        uids[name] = created["metadata"]["uid"]
 
-        async def cleaned() -> bool:
-            return uids["drop"] not in cloud.store.deployments
+    async def both_deployed() -> bool:
+        return set(uids.values()) <= set(cloud.store.deployments)
 
-        await eventually(cleaned)
-        assert uids["keep"] in cloud.store.deployments
-        assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # no duplicate deploys
+    await eventually(both_deployed)
+    assert await served.stop(signal.SIGKILL) == -signal.SIGKILL
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/drop", body={"gracePeriodSeconds": 0})
+    creates = cloud.store.requests.get("POST /v1/deployments", 0)
+    await served.restart()
 
-        async def keep_running() -> bool:
-            pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/keep")
-            return bool(pod["status"].get("phase") == "Running")
+    async def cleaned() -> bool:
+        return uids["drop"] not in cloud.store.deployments
 
-        await eventually(keep_running)
-    finally:
-        if proc.poll() is None:
-            await stop(proc, signal.SIGKILL)
-        await kube.close()
+    await eventually(cleaned)
+    assert uids["keep"] in cloud.store.deployments
+    assert cloud.store.requests.get("POST /v1/deployments", 0) == creates  # no duplicate deploys
+
+    async def keep_running() -> bool:
+        pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/keep")
+        return bool(pod["status"].get("phase") == "Running")
+
+    await eventually(keep_running)
