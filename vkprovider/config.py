@@ -45,8 +45,12 @@ class KubeConfig(_Section):
 
 
 class PodsConfig(_Section):
-    workers: int = Field(default=16, ge=1, le=1024)
-    provider_concurrency: int = Field(default=32, ge=1)
+    workers: int = Field(
+        default=16,
+        ge=1,
+        le=1024,
+        description="pods reconciled at once; also bounds concurrent provider calls",
+    )
     status_poll_seconds: float = Field(default=2.0, gt=0)
     orphan_gc_seconds: float = Field(default=60.0, gt=0)
     lost_grace_seconds: float = Field(default=60.0, ge=0)

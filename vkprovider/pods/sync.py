@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from vkprovider.errors import InvalidRequest, ProviderError, Transient, Unschedulable
+from vkprovider.errors import InvalidRequest, ProviderError, Unschedulable
 from vkprovider.kube import resources
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeError, KubeNotFound
@@ -39,8 +38,8 @@ TERMINAL = ("Succeeded", "Failed")
 
 @dataclass(frozen=True)
 class Requeue:
-    after: float = 0.0  #: seconds; 0 means "with backoff"
-    backoff: bool = False
+    after: float = 0.0  #: look again after this many seconds (ignored when ``backoff``)
+    backoff: bool = False  #: look again after the key's exponential backoff
 
 
 @dataclass
@@ -443,9 +442,4 @@ def is_relevant_change(old: JSON | None, new: JSON) -> bool:
     return bool(old.get("spec") != new.get("spec"))
 
 
-def summary(pod: JSON) -> dict[str, Any]:
-    meta = pod["metadata"]
-    return {"pod": f"{meta['namespace']}/{meta['name']}", "uid": meta["uid"]}
-
-
-__all__ = ["PodSync", "Requeue", "SyncSettings", "Transient", "is_relevant_change", "summary"]
+__all__ = ["PodSync", "Requeue", "SyncSettings", "is_relevant_change"]
