@@ -15,7 +15,8 @@ import signal
 from dataclasses import dataclass, field
 
 from vkprovider.config import Settings
-from vkprovider.http.admin import AdminServer, create_admin_app
+from vkprovider.http.admin import create_admin_app
+from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.leader import LeaderElector
 from vkprovider.node.agent import NodeAgent
@@ -36,7 +37,7 @@ class Service:
     placer: Placer | None = None
     controller: PodController | None = None
     node: NodeAgent | None = None
-    admin: AdminServer | None = None
+    admin: AsgiServer | None = None
     kube: KubeClient | None = None
 
     def install_signal_handlers(self) -> None:
@@ -65,7 +66,7 @@ class Service:
                 backoff_base_seconds=s.pods.backoff_base_seconds,
                 backoff_max_seconds=s.pods.backoff_max_seconds,
             )
-            self.admin = AdminServer(
+            self.admin = AsgiServer(
                 create_admin_app(self.placer, self.controller, self.node),
                 s.http.admin_host,
                 s.http.admin_port,

@@ -13,7 +13,6 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vkprovider.http.explain import explain_router
-from vkprovider.http.server import AsgiServer
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
 
@@ -21,9 +20,6 @@ from vkprovider.pods.controller import PodController
 class _NodeView(Protocol):
     @property
     def backend_up(self) -> bool: ...
-
-
-AdminServer = AsgiServer
 
 
 def create_admin_app(placer: Placer, controller: PodController, node: _NodeView | None = None) -> FastAPI:
