@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from vkprovider.errors import ConfigError
+from vkprovider.gate.config import GateConfig
 from vkprovider.placement.config import PlacementConfig
 
 
@@ -111,6 +112,7 @@ class Settings(BaseSettings):
     providers: list[ProviderConfig] = []
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    gate: GateConfig | None = None
     log_json: bool = False
     log_level: str = "INFO"
 

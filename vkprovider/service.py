@@ -15,6 +15,7 @@ import signal
 from dataclasses import dataclass, field
 
 from vkprovider.config import Settings
+from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
@@ -39,6 +40,7 @@ class Service:
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
     kube: KubeClient | None = None
+    gate: Gate | None = None
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -52,6 +54,9 @@ class Service:
         try:
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
+            if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
+                self.gate = Gate(self.kube, s.gate, s.node.name)
+                await self.gate.preflight()
             self.node = NodeAgent(self.kube, s.node, self.providers, self.placer)
             self.controller = PodController(
                 self.kube,
@@ -106,6 +111,8 @@ class Service:
         async with asyncio.TaskGroup() as group:
             group.create_task(supervise("node-agent", self.node.run))
             group.create_task(supervise("pod-controller", self.controller.run))
+            if self.gate is not None:  # gate: only the leader writes the taint
+                group.create_task(supervise("gate", self.gate.run))
 
     async def _close(self) -> None:
         if self.admin is not None:
