@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,36 @@ async def add_foreign_taint(kube: KubeClient, node: str) -> None:
     )
 
 
+_EVICTED = re.compile(r'^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*"Evicted pod" pod="([^"]+)"')
+
+
+def descheduler_evictions(log: Path, namespace: str) -> list[tuple[float, str]]:
+    """(wall time, pod name) of every eviction the descheduler logged in ``namespace``."""
+    found = []
+    year = time.gmtime().tm_year
+    for line in log.read_text(errors="replace").splitlines():
+        match = _EVICTED.match(line)
+        if match and match[3].startswith(f"{namespace}/"):
+            stamp = datetime.strptime(f"{year}{match[1]} {match[2]}", "%Y%m%d %H:%M:%S.%f")
+            found.append((stamp.replace(tzinfo=UTC).timestamp(), match[3].split("/", 1)[1]))
+    return found
+
+
+async def event_times(kube: KubeClient, namespace: str, reason: str) -> list[tuple[float, str]]:
+    """(wall time, object name) of the Events with ``reason`` in ``namespace`` (e.g. the
+    scheduler's ``Preempted``)."""
+    body = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events")
+    found = []
+    for event in body["items"]:
+        if event.get("reason") != reason:
+            continue
+        stamp = event.get("eventTime") or event.get("firstTimestamp") or event.get("lastTimestamp")
+        if stamp:
+            moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            found.append((moment, str(event["involvedObject"]["name"])))
+    return sorted(found)
+
+
 def has_foreign(taints: list[JSON]) -> bool:
     return any(
         t.get("key") == FOREIGN_TAINT["key"] and t.get("value") == FOREIGN_TAINT["value"] for t in taints
@@ -191,12 +223,19 @@ class Timeline:
     vnode: VirtualNode
     app: str = "inference"
     samples: list[Sample] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
+    entries: list[tuple[float, str]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    wall_started: float = field(default_factory=time.time)
+    gate: Gate | None = None
     _task: asyncio.Task[None] | None = None
 
-    def note(self, text: str) -> None:
-        self.lines.append(f"t+{time.monotonic() - self.started:6.1f}s  {text}")
+    def note(self, text: str, *, wall: float | None = None) -> None:
+        at = time.monotonic() - self.started if wall is None else wall - self.wall_started
+        self.entries.append((at, text))
+
+    @property
+    def lines(self) -> list[str]:
+        return [f"t+{at:6.1f}s  {text}" for at, text in sorted(self.entries, key=lambda e: e[0])]
 
     async def sample(self) -> Sample:
         taints = await node_taints(self.kube, self.vnode.name)
@@ -270,6 +309,20 @@ class Timeline:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    async def finish(self, descheduler_log: Path) -> list[tuple[float, str]]:
+        """Stop sampling; merge in the descheduler's evictions, the scheduler's preemptions and
+        the gate's flips (with their readings). Returns the evictions."""
+        await self.stop()
+        evictions = descheduler_evictions(descheduler_log, self.namespace)
+        for wall, pod in evictions:
+            self.note(f"descheduler evicted {pod}", wall=wall)
+        with contextlib.suppress(Exception):
+            for wall, pod in await event_times(self.kube, self.namespace, "Preempted"):
+                self.note(f"scheduler preempted {pod}", wall=wall)
+        for flip in self.gate.flips if self.gate else []:
+            self.note(f"gate {flip['direction']}: {flip['reason']}: {flip['message']}", wall=flip["at"])
+        return evictions
 
     def since(self, moment: float) -> list[Sample]:
         return [s for s in self.samples if s.at >= moment]

@@ -63,6 +63,21 @@ async def kube(vnode: VirtualNode) -> AsyncIterator[KubeClient]:
     yield vnode.kube
 
 
+@pytest.fixture
+async def ns(kube: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace, deleted (and its pods gone) after the test: the next test of the
+    module shares the cluster's local GPUs."""
+    name = await create_namespace(kube)
+    yield name
+    await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+    async def empty() -> bool:
+        body = await kube.request("GET", f"/api/v1/namespaces/{name}/pods")
+        return not body["items"]
+
+    await eventually(empty, timeout=120)
+
+
 async def ready_where(kube: KubeClient, ns: str, node: str, *, local: int, external: int) -> bool:
     inf = await pods(kube, ns, "inference")
     ready = [p for p in inf if is_ready(p)]
@@ -70,10 +85,28 @@ async def ready_where(kube: KubeClient, ns: str, node: str, *, local: int, exter
     return out == external and len(ready) - out == local and len(inf) == local + external
 
 
+async def settle(kube: KubeClient, ns: str, node: str, *, local: int, external: int, timeout: float) -> None:
+    """Wait until exactly ``local`` + ``external`` replicas are Ready where said; on timeout, fail
+    with where every replica is (so a failure says what the cluster did)."""
+    try:
+        await eventually(lambda: ready_where(kube, ns, node, local=local, external=external), timeout=timeout)
+    except TimeoutError:
+        state = [
+            (
+                p["metadata"]["name"],
+                p["spec"].get("nodeName"),
+                p["status"].get("phase"),
+                is_ready(p),
+                [(c["type"], c["status"], c.get("reason")) for c in p["status"].get("conditions") or []],
+            )
+            for p in await pods(kube, ns, "inference")
+        ]
+        raise AssertionError(f"want {local} local + {external} external Ready; replicas: {state}") from None
+
+
 async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget(
-    slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient
+    slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient, ns: str
 ) -> None:
-    ns = await create_namespace(kube)
     await add_foreign_taint(kube, vnode.name)
     policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4)
     descheduler = await start_descheduler(slow_cluster, policy, interval_seconds=2)
@@ -81,18 +114,19 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
     timeline.start()
     try:
         async with running_gate(kube, vnode.name) as gate:
+            timeline.gate = gate
             # 16 local GPUs free: the gate taints, and all 6 replicas start locally
             await eventually(lambda: _tainted(kube, vnode.name, True), timeout=60)
             for doc in inference(6):
                 await apply(kube, ns, doc)
-            await eventually(lambda: ready_where(kube, ns, vnode.name, local=6, external=0), timeout=120)
+            await settle(kube, ns, vnode.name, local=6, external=0, timeout=120)
             timeline.note("--- 6 replicas Ready locally; starting the training Job (2 x 8 GPUs)")
 
             training_started = time.monotonic()
             await apply(kube, ns, training("25s"))
             await eventually(lambda: _tainted(kube, vnode.name, False), timeout=60)
             timeline.note("--- gate removed its taint")
-            await eventually(lambda: ready_where(kube, ns, vnode.name, local=0, external=6), timeout=120)
+            await settle(kube, ns, vnode.name, local=0, external=6, timeout=120)
             timeline.note("--- all 6 replicas Ready on the virtual node")
             assert await cloud_deployments(vnode) == 6
 
@@ -106,7 +140,7 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
             await eventually(lambda: _tainted(kube, vnode.name, True), timeout=60)
             return_started = time.monotonic()
             timeline.note("--- gate tainted: the return begins")
-            await eventually(lambda: ready_where(kube, ns, vnode.name, local=6, external=0), timeout=300)
+            await settle(kube, ns, vnode.name, local=6, external=0, timeout=300)
             await eventually(lambda: _no_deployments(vnode), timeout=60)
             timeline.note("--- all 6 home, no external deployment left")
             returned = timeline.since(return_started)
@@ -114,7 +148,7 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
         await stop_descheduler(slow_cluster, descheduler)
         final = await timeline.sample()
     finally:
-        await timeline.stop()
+        evictions = await timeline.finish(descheduler.log)
         print("\n" + "\n".join(timeline.lines))  # the closing note's timeline (pytest -s)
 
     assert len(returned) >= 10, "sampled every second through the return"
@@ -124,14 +158,13 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
     assert all(s.foreign for s in timeline.samples), "another writer's taint survived every flip"
     assert snapshot["tainted"] is True and snapshot["free_gpus"] == 10
     assert [f["direction"] for f in snapshot["recent_flips"]] == ["taint", "untaint", "taint"]
-    log = (slow_cluster.workdir / "logs" / "descheduler.log").read_text()
-    assert "Evicted pod" in log or "evicted" in log.lower()
+    evicted = [pod for _, pod in evictions]
+    assert len(evicted) == len(set(evicted)) == 6  # each external replica evicted once, none local
 
 
 async def test_partial_return_brings_home_exactly_what_fits_without_flapping(
-    slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient
+    slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient, ns: str
 ) -> None:
-    ns = await create_namespace(kube)
     policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4)
     timeline = Timeline(kube, ns, vnode)
     timeline.start()
@@ -142,15 +175,16 @@ async def test_partial_return_brings_home_exactly_what_fits_without_flapping(
         await apply(kube, ns, blocker("block-b", 8))
         await eventually(lambda: _blockers_running(kube, ns, 2), timeout=120)
         async with running_gate(kube, vnode.name) as gate:
+            timeline.gate = gate
             for doc in inference(6):
                 await apply(kube, ns, doc)
-            await eventually(lambda: ready_where(kube, ns, vnode.name, local=0, external=6), timeout=120)
+            await settle(kube, ns, vnode.name, local=0, external=6, timeout=120)
             assert gate.decider.tainted is False
             timeline.note("--- 6 external; freeing 3 local GPUs (block-b: 8 -> 5)")
 
             await kube.request("DELETE", f"/apis/apps/v1/namespaces/{ns}/deployments/block-b")
             await apply(kube, ns, blocker("block-c", 5))
-            await eventually(lambda: ready_where(kube, ns, vnode.name, local=3, external=3), timeout=300)
+            await settle(kube, ns, vnode.name, local=3, external=3, timeout=300)
             settled = time.monotonic()
             timeline.note("--- 3 home, 3 external")
             # hold a while: nothing more moves and the gate stays put
@@ -159,10 +193,11 @@ async def test_partial_return_brings_home_exactly_what_fits_without_flapping(
             directions = [f["direction"] for f in gate.flips]
         await stop_descheduler(slow_cluster, descheduler)
     finally:
-        await timeline.stop()
+        evictions = await timeline.finish(descheduler.log)
         print("\n" + "\n".join(timeline.lines))
 
     assert directions == ["taint", "untaint"], directions  # once in, once out: no flapping
+    assert len(evictions) == 3  # exactly what fits came home; nothing was evicted to wait Pending
     assert not (await _tainted(kube, vnode.name, True))
     assert await cloud_deployments(vnode) == 3
 

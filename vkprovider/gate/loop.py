@@ -181,7 +181,12 @@ class Gate:
         metrics.FLIPS.labels(direction).inc()
         self.flips = [
             *self.flips[-19:],
-            {"at": time.time(), "direction": direction, "reason": decision.reason},
+            {
+                "at": time.time(),
+                "direction": direction,
+                "reason": decision.reason,
+                "message": decision.message,
+            },
         ]
         if decision.reason == "SignalUnavailable":
             metrics.FAIL_OPEN.inc()
