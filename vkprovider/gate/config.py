@@ -56,13 +56,19 @@ class KubeSignalConfig(_Section):
     )
 
 
-#: Free GPUs from kube-state-metrics: allocatable on local nodes minus GPU requests of their pods.
+#: Free GPUs from kube-state-metrics (needs ``--metric-labels-allowlist=nodes=[pool]``):
+#: allocatable GPUs of the pool=local-gpu nodes minus the GPU requests of their Pending/Running
+#: pods. ``or vector(0)``: no GPU pod at all is 0 requested, not an empty (unavailable) result.
 KSM_QUERY = (
     'sum(kube_node_status_allocatable{resource="nvidia_com_gpu"}'
     ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"}))'
-    ' - sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'
-    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"}))'
+    ' - (sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'
+    ' * on(namespace, pod) group_left() max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1)'
+    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"})) or vector(0))'
 )
+#: Free GPUs from the DCGM exporter (with its Kubernetes pod mapping): GPUs on local nodes that
+#: no pod holds. Document-only alternative; set it as ``gate.signal.prometheus.query``.
+DCGM_QUERY = 'count(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-.*", pod=""}) or vector(0)'
 
 
 class PrometheusSignalConfig(_Section):

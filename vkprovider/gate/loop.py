@@ -20,7 +20,7 @@ from vkprovider.gate import metrics
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action, Decider, Decision, Observation
 from vkprovider.gate.kube_signal import KubeSignal
-from vkprovider.gate.pending import blocked_by_gate
+from vkprovider.gate.pending import blocked_by_gate, preempting
 from vkprovider.gate.prom_signal import PrometheusSignal
 from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
@@ -141,14 +141,17 @@ class Gate:
         if self.decider.tainted is None:
             self.decider.tainted = observed
         reading = await self._read(signal)
-        self.blocked = blocked_by_gate(self.view.all_pods(), node, self.config.taint) if node else []
+        pods = list(self.view.all_pods())
+        self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
         metrics.PENDING_BLOCKED.set(len(self.blocked))
         decision = self.decider.decide(
             Observation(
                 now=now,
                 free_gpus=None if reading is None else reading.free_gpus,
                 error=self.last_error,
-                preempting=0 if reading is None else reading.preempting,
+                preempting=max(
+                    0 if reading is None else reading.preempting, preempting(pods, self.node_name)
+                ),
                 pending_unschedulable=len(self.blocked),
             )
         )

@@ -85,3 +85,15 @@ def blocked_by_gate(
             meta = pod["metadata"]
             blocked.append(f"{meta.get('namespace', '')}/{meta['name']}")
     return blocked
+
+
+def preempting(pods: Iterable[Mapping[str, Any]], virtual_node: str) -> int:
+    """Pods waiting on a preemption (nominated to a node, not bound yet): whatever the signal,
+    the gate never taints while the scheduler is clearing room for them."""
+    count = 0
+    for pod in pods:
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        nominated = status.get("nominatedNodeName")
+        if nominated and nominated != virtual_node and not spec.get("nodeName"):
+            count += 1
+    return count

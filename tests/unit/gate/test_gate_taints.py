@@ -91,3 +91,15 @@ def test_only_pods_the_gate_keeps_out_count_as_blocked() -> None:
         pod("running", node_name="a", tolerations=[VK_TOLERATION]),
     ]
     assert blocked_by_gate(pods, vk, CFG) == ["ns/burstable"]
+
+
+def test_pods_nominated_to_local_nodes_count_as_preempting() -> None:
+    from vkprovider.gate.pending import preempting
+
+    pods = [
+        pod("train", 8, phase="Pending", nominated="gpu-0"),
+        pod("bound", 8, node_name="gpu-1", nominated="gpu-1"),  # already bound: done
+        pod("to-vk", 1, phase="Pending", nominated="vk"),  # nominated to the virtual node itself
+        pod("plain", 1, phase="Pending"),
+    ]
+    assert preempting(pods, "vk") == 1
