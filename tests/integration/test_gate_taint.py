@@ -117,3 +117,27 @@ async def test_stopping_or_crashing_the_gate_leaves_the_taint(kube: KubeClient, 
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert await tainted()
+
+
+async def test_dry_run_decides_and_records_but_writes_nothing(kube: KubeClient, bare_node: str) -> None:
+    config = GateConfig(dwell_seconds=0, min_flip_interval_seconds=0, interval_seconds=0.2, dry_run=True)
+    signal = FixedSignal(16)
+    gate = Gate(kube, config, bare_node, signal_factory=lambda *_: signal)
+    task = asyncio.create_task(gate.run())
+    try:
+        await eventually(lambda: asyncio.sleep(0, gate.flips), timeout=30)
+        signal.free = 0
+        await eventually(lambda: asyncio.sleep(0, len(gate.flips) == 2), timeout=30)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert [f["direction"] for f in gate.flips] == ["taint", "untaint"]
+    assert gate.writer.writes == 0
+    assert GATE_TAINT not in [t["key"] for t in await node_taints(kube, bare_node)]
+    body = await kube.request(
+        "GET",
+        "/api/v1/namespaces/default/events",
+        query={"fieldSelector": f"involvedObject.name={bare_node}"},
+    )
+    assert not [e for e in body["items"] if e.get("reportingComponent") == "vkprovider-gate"]
