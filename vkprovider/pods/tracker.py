@@ -56,6 +56,11 @@ class DeploymentTracker:
         self.polls = 0
         self.pushed = 0  #: statuses received from provider watches
         self._watch_backoff = (1.0, 30.0)
+        self._unreachable: dict[str, float] = {}
+
+    def unreachable_since(self, provider: str) -> float | None:
+        """Since when (``clock``) listing ``provider`` fails, or None while its API answers."""
+        return self._unreachable.get(provider)
 
     def get(self, uid: str) -> Tracked | None:
         return self.deployments.get(uid)
@@ -117,6 +122,10 @@ class DeploymentTracker:
         results = await asyncio.gather(*(self._list(name) for name in names))
         for name, listed in zip(names, results, strict=True):
             self.last_list_ok[name] = listed is not None
+            if listed is None:
+                self._unreachable.setdefault(name, asked)
+            else:
+                self._unreachable.pop(name, None)
             if listed is not None:
                 self._apply(name, listed, asked)
         self.polls += 1
