@@ -16,6 +16,9 @@ from vkprovider.pods.tracker import DeploymentTracker
 from vkprovider.translate import ObjectSource
 
 TERMINAL = ("Succeeded", "Failed")
+#: Annotations the controller writes on the pod (with ``vkprovider.io/images`` and ``/placement``).
+ANNOTATION_PROVIDER = "vkprovider.io/provider"
+ANNOTATION_OFFER = "vkprovider.io/offer"
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,6 @@ class SyncSettings:
     status_poll_seconds: float = 2.0
     #: how long a provider's API may fail before its pods get ProviderReachable=False
     unreachable_grace_seconds: float = 20.0
-    #: how often a pod on an unreachable provider is looked at again (nothing is written twice)
-    unreachable_recheck_seconds: float = 5.0
 
 
 @dataclass

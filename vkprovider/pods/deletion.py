@@ -20,7 +20,7 @@ from vkprovider.kube import resources
 from vkprovider.kube.client import JSON
 from vkprovider.models import DeploymentStatus, Phase
 from vkprovider.pods import reasons
-from vkprovider.pods.context import Requeue, SyncDeps, parse_time
+from vkprovider.pods.context import ANNOTATION_PROVIDER, Requeue, SyncDeps, parse_time
 from vkprovider.pods.state import PodRecord
 from vkprovider.pods.writer import StatusWriter
 
@@ -37,20 +37,28 @@ class Deletion:
 
     # ------------------------------------------------------------------ provider side
 
-    def holders(self, uid: str) -> list[str]:
-        """Providers that may hold a deployment of ``uid`` (tracked status, then placement)."""
+    def holders(self, uid: str, pod: JSON | None = None) -> list[str]:
+        """Providers that may hold a deployment of ``uid``: tracked status, placement, and the
+        provider the pod's annotation names (a provider whose list failed since a restart)."""
         tracked = self._deps.tracker.get(uid)
         names = [tracked.provider] if tracked else []
         placed = self._deps.placer.placed(uid)
-        if placed and placed[0] not in names:
-            names.append(placed[0])
+        annotated = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_PROVIDER)
+        for name in (placed[0] if placed else None, annotated):
+            if name and name not in names:
+                names.append(name)
         return [name for name in names if name in self._deps.providers]
 
     async def delete_deployment(
-        self, uid: str, *, grace_seconds: float | None = None, keep_placement: bool = False
+        self,
+        uid: str,
+        *,
+        grace_seconds: float | None = None,
+        keep_placement: bool = False,
+        pod: JSON | None = None,
     ) -> None:
         """Delete ``uid`` wherever it may run; raises ``ProviderError`` if any delete fails."""
-        for name in self.holders(uid):
+        for name in self.holders(uid, pod):
             await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds)
         self._deps.tracker.forget(uid)
         if not keep_placement:
@@ -100,7 +108,8 @@ class Deletion:
         grace_seconds = float(grace) if grace is not None else None
         deadline = parse_time(meta.get("deletionTimestamp")) or 0.0
         remaining = deadline - self._deps.now()
-        names = self.holders(uid)
+        # A finished pod whose deployment was already deleted has nothing left to stop.
+        names = [] if record.deployment_deleted else self.holders(uid, pod)
         tracked = self._deps.tracker.get(uid)
         last = tracked.status if tracked else None
         provider = tracked.provider if tracked else (names[0] if names else "none")
@@ -110,7 +119,7 @@ class Deletion:
             return None
         if not record.delete_requested:
             try:
-                await self.delete_deployment(uid, grace_seconds=grace_seconds, keep_placement=True)
+                await self.delete_deployment(uid, grace_seconds=grace_seconds, keep_placement=True, pod=pod)
             except ProviderError as exc:
                 await self._deps.events.pod(pod, "Warning", reasons.PROVIDER_DELETE_FAILED, str(exc))
                 if remaining > 0:

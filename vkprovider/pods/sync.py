@@ -24,7 +24,15 @@ from vkprovider.placement import NotPlaced, Placer, PodContext
 from vkprovider.placement.explain import ANNOTATION_KEY, annotation_value, event_message
 from vkprovider.plugins.api import Provider
 from vkprovider.pods import reasons
-from vkprovider.pods.context import TERMINAL, Requeue, SyncDeps, SyncSettings, parse_time
+from vkprovider.pods.context import (
+    ANNOTATION_OFFER,
+    ANNOTATION_PROVIDER,
+    TERMINAL,
+    Requeue,
+    SyncDeps,
+    SyncSettings,
+    parse_time,
+)
 from vkprovider.pods.deletion import Deletion
 from vkprovider.pods.state import PodRecord, PodStates
 from vkprovider.pods.tracker import DeploymentTracker, Tracked
@@ -34,8 +42,6 @@ from vkprovider.translate import SERVICE_ANNOTATIONS, MissingReference, ObjectSo
 
 log = logging.getLogger(__name__)
 
-ANNOTATION_PROVIDER = "vkprovider.io/provider"
-ANNOTATION_OFFER = "vkprovider.io/offer"
 #: The kubelet's waiting reason for a container whose ConfigMap/Secret reference cannot be resolved.
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 
@@ -241,8 +247,8 @@ class PodSync:
         """The provider's API is down: keep the last observed status, never call it lost.
 
         After a short grace the pod gets ``vkprovider.io/ProviderReachable=False`` and one Event.
-        It is looked at again every few seconds (no write unless something changed), which is
-        how the condition clears when the API answers again.
+        The tracker re-queues every pod of a provider whose API goes away or comes back, which
+        is how this runs and how the condition clears; nothing polls per pod.
         """
         settings = self.settings
         elapsed = self.tracker.clock() - since
@@ -262,7 +268,7 @@ class PodSync:
                 f"the API of provider {tracked.provider} has not answered for {elapsed:.0f}s; "
                 "the pod keeps its last observed status",
             )
-        return Requeue(after=settings.unreachable_recheck_seconds)
+        return None
 
     async def _update(self, pod: JSON, record: PodRecord, tracked: Tracked) -> None:
         """Apply a changed spec in place if the provider can; otherwise say so once, loudly."""
@@ -386,4 +392,11 @@ def is_relevant_change(old: JSON | None, new: JSON) -> bool:
     return bool(old.get("spec") != new.get("spec"))
 
 
-__all__ = ["PodSync", "Requeue", "SyncSettings", "is_relevant_change"]
+__all__ = [
+    "ANNOTATION_OFFER",
+    "ANNOTATION_PROVIDER",
+    "PodSync",
+    "Requeue",
+    "SyncSettings",
+    "is_relevant_change",
+]

@@ -62,6 +62,11 @@ class DeploymentTracker:
         """Since when (``clock``) listing ``provider`` fails, or None while its API answers."""
         return self._unreachable.get(provider)
 
+    def _notify_provider(self, provider: str) -> None:
+        """The provider's API went away or came back: every pod on it is looked at again."""
+        for uid in [uid for uid, t in self.deployments.items() if t.provider == provider]:
+            self._on_change(uid)
+
     def get(self, uid: str) -> Tracked | None:
         return self.deployments.get(uid)
 
@@ -123,9 +128,11 @@ class DeploymentTracker:
         for name, listed in zip(names, results, strict=True):
             self.last_list_ok[name] = listed is not None
             if listed is None:
-                self._unreachable.setdefault(name, asked)
-            else:
-                self._unreachable.pop(name, None)
+                if name not in self._unreachable:
+                    self._unreachable[name] = asked
+                    self._notify_provider(name)  # its pods show it (vkprovider.io/ProviderReachable)
+            elif self._unreachable.pop(name, None) is not None:
+                self._notify_provider(name)
             if listed is not None:
                 self._apply(name, listed, asked)
         self.polls += 1

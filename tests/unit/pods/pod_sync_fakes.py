@@ -232,10 +232,17 @@ class World:
         return await self.sync.sync(f"{meta['namespace']}/{meta['name']}", current)
 
 
-async def world(*, clock: Clock | None = None, settings: SyncSettings | None = None) -> World:
+async def world(
+    *,
+    clock: Clock | None = None,
+    settings: SyncSettings | None = None,
+    kube: FakeKube | None = None,
+    cloud: Cloud | None = None,
+) -> World:
+    """A fresh PodSync (a new process); pass ``kube``/``cloud`` to share them with another one."""
     clock = clock or Clock()
-    kube = FakeKube()
-    cloud = Cloud("cheap", [gpu_offer("cheap")])
+    kube = kube or FakeKube()
+    cloud = cloud or Cloud("cheap", [gpu_offer("cheap")])
     providers = {"cheap": cloud}
     placer = Placer(providers, clock=clock)
     await placer.refresh()

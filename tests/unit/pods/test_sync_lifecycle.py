@@ -173,14 +173,16 @@ async def test_unreachable_provider_keeps_the_status_and_adds_a_condition_never_
     await w.tracker.poll_once()
     await w.run(pod)
     w.cloud.fail_list = True
+    w.changed.clear()
     await w.tracker.poll_once()
     assert w.tracker.unreachable_since("cheap") is not None
-    assert isinstance(await w.run(pod), Requeue)  # within the grace: nothing written
+    assert w.changed == ["uid-1"]  # the API went away: its pods are looked at
+    verdict = await w.run(pod)
+    assert isinstance(verdict, Requeue) and verdict.after >= 10 - 1e-6  # within the grace
     w.clock.now += 3600  # far beyond lost_grace_seconds too
     await w.tracker.poll_once()
     for _ in range(3):
-        verdict = await w.run(pod)
-        assert isinstance(verdict, Requeue)
+        assert await w.run(pod) is None
     shown = w.kube.pod("ns", "p")
     assert shown is not None and shown["status"]["phase"] == "Running"
     conditions = {c["type"]: c for c in shown["status"]["conditions"]}
@@ -191,7 +193,9 @@ async def test_unreachable_provider_keeps_the_status_and_adds_a_condition_never_
     assert "ProviderLost" not in w.kube.reasons()
     # The API answers again, with the deployment still there: the condition clears.
     w.cloud.fail_list = False
+    w.changed.clear()
     await w.tracker.poll_once()
+    assert w.changed == ["uid-1"]  # ...and came back
     assert await w.run(pod) is None
     shown = w.kube.pod("ns", "p")
     assert shown is not None and shown["status"]["phase"] == "Running"
@@ -214,3 +218,24 @@ async def test_a_reachable_provider_saying_gone_marks_the_pod_lost() -> None:
     shown = w.kube.pod("ns", "p")
     assert shown is not None and shown["status"]["phase"] == "Failed"
     assert shown["status"]["reason"] == "ProviderLost"
+
+
+async def test_deleting_after_a_restart_asks_the_provider_the_pod_names() -> None:
+    # The provider's list failed since the restart: only the pod's annotation says where it runs.
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    assert "uid-1" in w.cloud.deployments
+    w.cloud.fail_list = True
+    fresh = await world(kube=w.kube, cloud=w.cloud)  # a new process, same provider and objects
+    await fresh.tracker.poll_once()
+    assert fresh.tracker.get("uid-1") is None
+    w.cloud.fail_list = False
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    assert await fresh.run(pod) is None
+    assert w.cloud.deletes == [("uid-1", 30.0)] and "uid-1" not in w.cloud.deployments
+    assert w.kube.pod("ns", "p") is None
