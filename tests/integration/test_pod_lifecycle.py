@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.build import Toolchain
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import (
     VirtualNode,
@@ -312,3 +313,64 @@ async def test_provider_api_outage_keeps_pods_and_marks_them_unreachable(
     assert "ProviderLost" not in reasons
     assert uid in await all_cloud_uids(vnode)
     assert store.requests.get("POST /v1/deployments", 0) == creates  # nothing redeployed
+
+
+async def kubectl_statuses(cluster: Cluster, namespace: str) -> dict[str, str]:
+    """``kubectl get pods`` as an operator sees it: name -> STATUS column."""
+    kubectl = Toolchain.default().binary("kubectl")
+    proc = await asyncio.create_subprocess_exec(
+        str(kubectl),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "--no-headers",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    rows = [line.split() for line in out.decode().splitlines() if line.strip()]
+    return {row[0]: row[2] for row in rows}
+
+
+async def test_kubectl_status_column_names_why_a_pod_waits_or_failed(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    # Nobody sells B200s: placement keeps the pod Pending with NoCandidates.
+    huge = inference_deployment("huge", vnode.name, replicas=1)
+    huge["spec"]["template"]["metadata"]["annotations"] = {"vkprovider.io/gpu-type": "B200"}
+    await create_deployment(kube, namespace, huge)
+    await create_deployment(kube, namespace, inference_deployment("gpufault", vnode.name, replicas=1))
+
+    async def pending_shown() -> bool:
+        shown = await kubectl_statuses(vnode.cluster, namespace)
+        return any(name.startswith("huge-") and status == "NoCandidates" for name, status in shown.items())
+
+    await eventually(pending_shown)
+
+    async def running() -> JSON | None:
+        pods = [
+            p for p in await pods_of(kube, namespace, "gpufault") if p["status"].get("phase") == "Running"
+        ]
+        return pods[0] if pods else None
+
+    victim = await eventually(running)
+    name, uid = victim["metadata"]["name"], victim["metadata"]["uid"]
+    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
+        resp = await client.post(
+            f"/admin/deployments/{uid}/fail", json={"reason": "GPUFault", "message": "Xid 79"}
+        )
+        resp.raise_for_status()
+
+    async def failed_shown() -> bool:
+        return (await kubectl_statuses(vnode.cluster, namespace)).get(name) == "GPUFault"
+
+    await eventually(failed_shown)
+    pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    (container,) = pod["status"]["containerStatuses"]
+    assert pod["status"]["phase"] == "Failed" and "terminated" in container["state"]

@@ -73,6 +73,12 @@ async def test_sigkill_and_restart_keeps_one_deployment_per_pod(vnode: VirtualNo
     # Only the replacement was deployed after the restart: survivors were adopted, not redeployed.
     creates_after = vnode.clouds["cheap"].store.requests.get("POST /v1/deployments", 0)
     assert creates_after - creates_before == 1
+    # Adoption restored the placement state of the survivors: placements, budget, spread.
+    assert vnode.controller is not None
+    placer = vnode.controller.sync.placer
+    live = {p["metadata"]["uid"] for p in await pods_of(vnode.kube, namespace, "resync")}  # type: ignore[arg-type]
+    assert all(placer.placed(uid) is not None for uid in live)
+    assert placer.budgets.spent(namespace) == pytest.approx(3 * 1.0)  # three pods at 1.0/h
 
 
 async def kube_admin_delete(vnode: VirtualNode, namespace: str, name: str) -> None:
