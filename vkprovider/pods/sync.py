@@ -93,6 +93,7 @@ class PodSync:
         uid = pod["metadata"]["uid"]
         record, first_sight = self.states.observe(uid, key)
         if first_sight:
+            record.restarts = _shown_restarts(pod)  # a restarted service keeps counting
             self._adopt_tracked(pod)
         if pod["metadata"].get("deletionTimestamp"):
             return await self.deletion.deleting(pod, record)
@@ -370,6 +371,11 @@ class PodSync:
             "running" in (c.get("state") or {}) or "terminated" in (c.get("state") or {})
             for c in status.get("containerStatuses") or []
         )
+
+
+def _shown_restarts(pod: JSON) -> int:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return max((int(c.get("restartCount") or 0) for c in statuses), default=0)
 
 
 def _relevant_annotations(meta: JSON) -> dict[str, str]:

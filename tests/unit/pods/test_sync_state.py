@@ -112,3 +112,20 @@ def test_our_own_annotations_do_not_trigger_a_resync() -> None:
     assert is_relevant_change(old, theirs)
     control = gpu_pod(annotations={"team": "a", "vkprovider.io/providers": "premium"})
     assert is_relevant_change(old, control)  # a placement control the user set is relevant
+
+
+async def test_a_new_process_keeps_counting_restarts_from_what_the_pod_shows() -> None:
+    w = await world()
+    pod = gpu_pod(annotations={"vkprovider.io/provider": "cheap"})
+    pod["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "server", "restartCount": 4, "state": {"running": {}}}],
+    }
+    stored = w.kube.add_pod(pod)
+    await w.cloud.deploy(_request_for(stored))
+    w.cloud.set_phase("uid-1", Phase.SUCCEEDED)  # the container exited: restartPolicy Always
+    await w.tracker.poll_once()
+    await w.run(stored)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None
+    assert shown["status"]["containerStatuses"][0]["restartCount"] == 5  # not back to 1
