@@ -7,7 +7,8 @@ reason, a missing ConfigMap/Secret keeps it Pending (``CreateContainerConfigErro
 retried, ``Transient`` retries with backoff and never changes what the pod shows.
 
 Per-pod memory lives in ``PodStates`` (``pods/state.py``), deletion in ``pods/deletion.py``,
-status writes in ``pods/writer.py``.
+status writes in ``pods/writer.py``, in-place updates in ``pods/update.py``, reading a pod object
+in ``pods/podview.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from vkprovider.errors import InvalidRequest, ProviderError, Unschedulable
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.models import ContainerState, Phase
-from vkprovider.placement import NotPlaced, Placer, PodContext
+from vkprovider.placement import NotPlaced, Placer
 from vkprovider.placement.explain import ANNOTATION_KEY, annotation_value, event_message
 from vkprovider.plugins.api import Provider
 from vkprovider.pods import reasons
@@ -34,11 +35,12 @@ from vkprovider.pods.context import (
     parse_time,
 )
 from vkprovider.pods.deletion import Deletion
+from vkprovider.pods.podview import is_relevant_change, placement_context, pod_once_ran, shown_restarts
 from vkprovider.pods.state import PodRecord, PodStates
 from vkprovider.pods.tracker import DeploymentTracker, Tracked
-from vkprovider.pods.update import ANNOTATION_IMAGES, images_of, spec_changed
+from vkprovider.pods.update import ANNOTATION_IMAGES, InPlaceUpdate, images_of, spec_changed
 from vkprovider.pods.writer import StatusWriter
-from vkprovider.translate import SERVICE_ANNOTATIONS, MissingReference, ObjectSource, translate_pod
+from vkprovider.translate import MissingReference, ObjectSource, translate_pod
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class PodSync:
         self._now = wall_clock
         self.writer = StatusWriter(self._deps)
         self.deletion = Deletion(self._deps, self.writer)
+        self.updates = InPlaceUpdate(self._deps, self.writer)
 
     @property
     def known_uids(self) -> dict[str, str]:
@@ -93,7 +96,7 @@ class PodSync:
         uid = pod["metadata"]["uid"]
         record, first_sight = self.states.observe(uid, key)
         if first_sight:
-            record.restarts = _shown_restarts(pod)  # a restarted service keeps counting
+            record.restarts = shown_restarts(pod)  # a restarted service keeps counting
             self._adopt_tracked(pod)
         if pod["metadata"].get("deletionTimestamp"):
             return await self.deletion.deleting(pod, record)
@@ -117,7 +120,7 @@ class PodSync:
             return
         self.placer.adopt(
             uid,
-            self._context(pod),
+            placement_context(pod),
             tracked.provider,
             offer_id=tracked.status.offer_id,
             price_per_hour=tracked.status.price_per_hour,
@@ -138,25 +141,14 @@ class PodSync:
             raise
         self.tracker.record(uid, name, status)
         self.placer.adopt(
-            uid, self._context(pod), name, offer_id=status.offer_id, price_per_hour=status.price_per_hour
+            uid, placement_context(pod), name, offer_id=status.offer_id, price_per_hour=status.price_per_hour
         )
         return self.tracker.get(uid)
-
-    def _context(self, pod: JSON, current: str | None = None) -> PodContext:
-        meta = pod["metadata"]
-        owners = meta.get("ownerReferences") or []
-        workload = next((o["uid"] for o in owners if o.get("controller")), None)
-        return PodContext(
-            namespace=meta["namespace"],
-            annotations=dict(meta.get("annotations") or {}),
-            workload=workload,
-            current_provider=current,
-        )
 
     # ------------------------------------------------------------------ creation
 
     async def _create(self, pod: JSON, record: PodRecord) -> Requeue | None:
-        if self._pod_once_ran(pod) and not record.restarting:
+        if pod_once_ran(pod) and not record.restarting:
             # It ran, and no provider knows it any more: lost while we were away.
             return await self._fail(
                 pod, record, reasons.PROVIDER_LOST, "the deployment backing this pod no longer exists"
@@ -173,7 +165,7 @@ class PodSync:
         for warning in translation.warnings:
             await self.events.pod(pod, "Warning", warning.reason, warning.message)
         try:
-            placement = await self.placer.deploy(translation.request, self._context(pod))
+            placement = await self.placer.deploy(translation.request, placement_context(pod))
         except InvalidRequest as exc:
             await self.events.pod(pod, "Warning", reasons.PROVIDER_CREATE_FAILED, str(exc))
             return await self._fail(
@@ -238,7 +230,7 @@ class PodSync:
         if status.phase.terminal:
             return await self._terminal(pod, record, tracked)
         if spec_changed(pod):
-            await self._update(pod, record, tracked)
+            await self.updates.apply(pod, record, tracked)
         await self.writer.write(pod, status, tracked.provider, restarts=record.restarts)
         return None
 
@@ -271,44 +263,11 @@ class PodSync:
             )
         return None
 
-    async def _update(self, pod: JSON, record: PodRecord, tracked: Tracked) -> None:
-        """Apply a changed spec in place if the provider can; otherwise say so once, loudly."""
-        provider = self.providers.get(tracked.provider)
-        if provider is None:
-            return
-        info = await provider.info()
-        if not info.capabilities.update_in_place:
-            wanted = images_of(pod)
-            if record.update_reported == wanted:
-                return
-            record.update_reported = wanted
-            await self.events.pod(
-                pod,
-                "Warning",
-                reasons.PROVIDER_UPDATE_FAILED,
-                f"provider {tracked.provider} cannot update a deployment in place; the running "
-                f"deployment keeps {(pod['metadata'].get('annotations') or {}).get(ANNOTATION_IMAGES)}. "
-                "Delete the pod (or roll its Deployment) to apply the new spec.",
-            )
-            return
-        translation = await translate_pod(pod, node_name=self.settings.node_name, source=self.objects)
-        request = translation.request.model_copy(update={"offer_id": tracked.status.offer_id or None})
-        try:
-            status = await provider.deploy(request)
-        except ProviderError as exc:
-            await self.events.pod(pod, "Warning", reasons.PROVIDER_UPDATE_FAILED, str(exc))
-            raise
-        self.tracker.record(pod["metadata"]["uid"], tracked.provider, status)
-        await self.events.pod(
-            pod, "Normal", reasons.PROVIDER_UPDATE_SUCCESS, f"updated in place on {tracked.provider}"
-        )
-        await self.writer.annotate(pod, {ANNOTATION_IMAGES: images_of(pod)})
-
     async def _maybe_lost(self, pod: JSON, record: PodRecord, tracked: Tracked) -> Requeue | None:
         grace = self.settings.lost_grace_seconds
         since = tracked.missing_since or tracked.first_seen
         age = self._now() - (parse_time(pod["metadata"].get("creationTimestamp")) or self._now())
-        never_ran = not tracked.ever_ran and not self._pod_once_ran(pod)
+        never_ran = not tracked.ever_ran and not pod_once_ran(pod)
         elapsed = self.tracker.clock() - since
         if never_ran and age < grace:
             return Requeue(after=max(self.settings.status_poll_seconds, grace - age))
@@ -364,38 +323,6 @@ class PodSync:
             message=message,
         )
         return await self.deletion.cleanup_terminal(record)
-
-    def _pod_once_ran(self, pod: JSON) -> bool:
-        status = pod.get("status") or {}
-        return status.get("phase") == "Running" or any(
-            "running" in (c.get("state") or {}) or "terminated" in (c.get("state") or {})
-            for c in status.get("containerStatuses") or []
-        )
-
-
-def _shown_restarts(pod: JSON) -> int:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return max((int(c.get("restartCount") or 0) for c in statuses), default=0)
-
-
-def _relevant_annotations(meta: JSON) -> dict[str, str]:
-    return {k: v for k, v in (meta.get("annotations") or {}).items() if k not in SERVICE_ANNOTATIONS}
-
-
-def is_relevant_change(old: JSON | None, new: JSON) -> bool:
-    """Re-sync on spec, label, annotation or deletion changes; ignore status-only updates and
-    the annotations the service writes itself (re-queuing on those would cancel a backoff)."""
-    if old is None:
-        return True
-    om, nm = old["metadata"], new["metadata"]
-    if om.get("uid") != nm.get("uid"):
-        return True
-    keys: tuple[str, ...] = ("labels", "deletionTimestamp", "generation")
-    if any(om.get(k) != nm.get(k) for k in keys):
-        return True
-    if _relevant_annotations(om) != _relevant_annotations(nm):
-        return True
-    return bool(old.get("spec") != new.get("spec"))
 
 
 __all__ = [
