@@ -35,7 +35,7 @@ class ExpiringInformer(Informer):
     """Its first watch is answered with 410 Gone, as the apiserver does once a resourceVersion
     has been compacted away (which a fresh test cluster's watch cache never does in time)."""
 
-    async def _watch(self, resource_version: str) -> str:
+    async def _watch(self, resource_version: str) -> None:
         if self.relists == 1:
             raise KubeGone(410, "too old resource version")
         return await super()._watch(resource_version)

@@ -8,9 +8,10 @@ bottleneck, so they are configurable) and failures become typed ``KubeError`` su
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -62,30 +63,30 @@ class KubeClient:
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
         try:
-            raw = await resp.read()
+            with _transport_errors(method, path):
+                raw = await resp.read()
         finally:
             resp.release()
         return json.loads(raw) if raw else None
 
-    async def request_text(self, path: str, *, query: Mapping[str, Any] | None = None) -> str:
-        resp = await self._send("GET", path, query=query)
-        try:
-            return (await resp.read()).decode(errors="replace")
-        finally:
-            resp.release()
-
     async def stream(
         self, path: str, *, query: Mapping[str, Any] | None = None, timeout: float = 330.0
     ) -> AsyncIterator[JSON]:
-        """A watch: yields each JSON line (``{"type": ..., "object": ...}``) until the server closes."""
+        """A watch: yields each JSON line (``{"type": ..., "object": ...}``) until the server closes.
+
+        A stream cut mid-read (apiserver restart, dropped connection, read timeout, a truncated
+        line) raises ``KubeUnavailable`` like any other transport failure, never a raw aiohttp
+        error, so watchers can retry on one class."""
         resp = await self._send("GET", path, query={**(query or {}), "watch": "true"}, timeout=timeout)
         try:
             while True:
-                line = await resp.content.readline()
+                with _transport_errors("WATCH", path):
+                    line = await resp.content.readline()
+                    event = json.loads(line) if line.strip() else None
                 if not line:
                     return
-                if line.strip():
-                    yield json.loads(line)
+                if event is not None:
+                    yield event
         finally:
             resp.release()
 
@@ -102,7 +103,7 @@ class KubeClient:
         await self._limiter.acquire()
         self.calls += 1
         query_params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
-        try:
+        with _transport_errors(method, path):
             resp: aiohttp.ClientResponse = await self._api.call_api(
                 path,
                 method,
@@ -113,15 +114,27 @@ class KubeClient:
                 _preload_content=False,
                 _request_timeout=timeout,
             )
-        except ApiException as exc:
-            raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if resp.status >= 400:
-            raw = await resp.read()
-            resp.release()
+            try:
+                with _transport_errors(method, path):
+                    raw = await resp.read()
+            finally:
+                resp.release()
             raise _error_from_body(resp.status, raw)
         return resp
+
+
+@contextlib.contextmanager
+def _transport_errors(method: str, path: str) -> Iterator[None]:
+    """The one place transport failures become typed errors (connect, send, or mid-read)."""
+    try:
+        yield
+    except ApiException as exc:
+        raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+        # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
+        # a line cut short (ValueError from json) when the apiserver goes away mid-response.
+        raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
 
 
 def _query_value(value: Any) -> str:
