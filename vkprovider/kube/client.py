@@ -3,7 +3,8 @@
 kubernetes_asyncio handles kubeconfig/in-cluster config, TLS and token refresh; we skip its
 model (de)serialisation, which dominates CPU for list/watch of many pods, and exchange plain
 dicts. Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
-bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses.
+bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses. The
+proxy environment is read once at start-up (``transport``), not on every request.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
+from vkprovider.kube.transport import settle_environment
 from vkprovider.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,7 @@ class KubeClient:
     """A thin, rate-limited JSON client; one per process."""
 
     def __init__(self, api: client.ApiClient, *, qps: float = 50.0, burst: int = 100) -> None:
+        settle_environment(api)
         self._api = api
         self._limiter = TokenBucket(qps, burst)
         self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
