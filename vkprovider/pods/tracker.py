@@ -195,9 +195,10 @@ class DeploymentTracker:
             if status.phase.terminal or status.phase.value == "Unknown":
                 return  # the end of something we already forgot (deleted): nothing to do
         elif tracked.provider != provider:
-            twin = self.twins.get(status.uid, {}).get(provider)
-            if twin is not None:
-                twin.status = status
+            if status.phase.terminal or status.phase.value == "Unknown":
+                self._pop_twin(status.uid, provider)  # the second deployment ended: nothing to clean up
+            else:
+                self._twin_listed(status.uid, provider, status)
             return
         elif tracked.status == status and tracked.missing_since is None:
             return

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from tests.support import eventually
 from tests.unit.pods.test_tracker import ListingProvider, PushingProvider, running
 from vkprovider.errors import Transient
-from vkprovider.models import DeploymentStatus, ProviderInfo
+from vkprovider.models import DeploymentStatus, Phase, ProviderInfo
 from vkprovider.pods.tracker import DeploymentTracker
 
 
@@ -107,3 +107,12 @@ def test_recording_on_another_provider_keeps_the_old_deployment_visible() -> Non
     assert tracker.get("u").provider == "p"  # type: ignore[union-attr]  # the other is promoted
     tracker.forget("u", "p")
     assert tracker.get("u") is None and list(tracker.entries()) == []
+
+
+def test_a_twin_pushed_by_a_watch_is_kept_until_it_ends() -> None:
+    tracker = DeploymentTracker({}, "vk", interval=1, on_change=lambda uid: None)
+    tracker.record("u", "p", running("u"))
+    tracker._apply_pushed("q", running("u"))  # a watch-only provider announces a second deployment
+    assert sorted(t.provider for _, t in tracker.entries("u")) == ["p", "q"]
+    tracker._apply_pushed("q", DeploymentStatus(uid="u", phase=Phase.SUCCEEDED))
+    assert [t.provider for _, t in tracker.entries("u")] == ["p"]
