@@ -2,8 +2,9 @@
 the placement dry-run (``POST /explain`` with a Pod, ``GET /placement``).
 
 ``/readyz`` is true for a leader (or the only replica) once the pod controller has synced its
-caches *in the current term*, and for a standby replica, which says it is one (and who leads); ``/state`` shows what
-placement knows (provider health, breaker, blocklist, budgets) and the queue, for operators.
+caches *in the current term*, and for a standby replica, which says it is one (and who leads).
+``/state`` shows what placement knows (provider health, breaker, blocklist, budgets) and the
+queue, for operators.
 """
 
 from __future__ import annotations

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from kubernetes_asyncio import client
+
 from vkprovider.config import Settings
+from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeUnavailable
+from vkprovider.placement import Placer
+from vkprovider.pods.controller import PodController
 from vkprovider.service import Service
 
 
@@ -49,3 +54,22 @@ async def test_a_failed_registration_is_retried_and_the_term_goes_on() -> None:
         term.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await term
+
+
+class Elector:
+    def __init__(self, is_leader: bool, leader: str | None) -> None:
+        self.is_leader, self.leader = is_leader, leader
+
+
+async def test_readiness_is_never_stale_between_terms() -> None:
+    api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never contacted
+    controller = PodController(KubeClient(api), {}, Placer({}), node_name="vk", host_ip="127.0.0.1")
+    assert controller.readiness() == (False, {"ready": False, "role": "active", "term": 0, "synced": False})
+    controller.elector = Elector(is_leader=False, leader="other")
+    assert controller.readiness() == (True, {"ready": True, "role": "standby", "leader": "other"})
+    controller.elector = Elector(is_leader=True, leader="me")  # elected, the term not synced yet
+    ready, detail = controller.readiness()
+    assert not ready and detail["role"] == "leader"
+    controller.synced.set()  # left over from an earlier term: never enough without a running term
+    assert controller.readiness()[0] is False
+    await api.close()
