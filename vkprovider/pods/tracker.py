@@ -225,6 +225,10 @@ class DeploymentTracker:
             self._unreachable.setdefault(name, self.clock())
             log.warning("listing deployments on %s failed: %s", name, exc, extra={"provider": name})
             return None
+        except Exception:  # an adapter bug: still that provider's alone, never the whole term's
+            self._unreachable.setdefault(name, self.clock())
+            log.exception("listing deployments on %s crashed", name, extra={"provider": name})
+            return None
         self._unreachable.pop(name, None)
         return listed
 

@@ -116,3 +116,22 @@ def test_a_twin_pushed_by_a_watch_is_kept_until_it_ends() -> None:
     assert sorted(t.provider for _, t in tracker.entries("u")) == ["p", "q"]
     tracker._apply_pushed("q", DeploymentStatus(uid="u", phase=Phase.SUCCEEDED))
     assert [t.provider for _, t in tracker.entries("u")] == ["p"]
+
+
+class BuggyAdapter(ListingProvider):
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        raise KeyError("a bug in the adapter")
+
+
+async def test_an_adapter_bug_in_list_does_not_fail_the_initial_sync() -> None:
+    ok = ListingProvider()
+    ok.statuses = {"u": running("u")}
+    tracker = DeploymentTracker(
+        {"buggy": BuggyAdapter(), "ok": ok},  # type: ignore[dict-item]
+        "vk",
+        interval=1,
+        on_change=lambda uid: None,
+    )
+    await tracker.poll_once()  # must not raise: the controller's term waits on it
+    assert tracker.get("u") is not None
+    assert tracker.unreachable_since("buggy") is not None
