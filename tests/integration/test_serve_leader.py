@@ -16,6 +16,7 @@ from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeConflict
 from vkprovider.service import Service
 from vkprovider.sim.local import cloud_config, fakecloud_module
 
@@ -131,10 +132,18 @@ async def readyz(service: Service) -> tuple[int, dict[str, Any]]:
 
 async def hand_lease_to(kube: KubeClient, node: str, identity: str) -> None:
     """Move leadership as a lease takeover does: the old holder sees another holder and steps down."""
-    lease = await resources.get_lease(kube, "default", f"lead-{node}")
-    assert lease is not None
-    lease["spec"]["holderIdentity"] = identity
-    await resources.replace_lease(kube, lease)
+
+    async def replaced() -> bool:
+        lease = await resources.get_lease(kube, "default", f"lead-{node}")
+        assert lease is not None
+        lease["spec"]["holderIdentity"] = identity
+        try:
+            await resources.replace_lease(kube, lease)
+        except KubeConflict:
+            return False  # the holder renewed in between: read again
+        return True
+
+    await eventually(replaced, timeout=30, interval=0.05)
 
 
 async def test_regaining_leadership_starts_from_a_fresh_list_and_deletes_nothing_live(
