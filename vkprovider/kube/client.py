@@ -134,9 +134,9 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
         yield
     except ApiException as exc:
         raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
-    except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
-        # a line cut short (ValueError from json) when the apiserver goes away mid-response.
+        # a watch line cut short when the apiserver goes away mid-response.
         raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
 
 
