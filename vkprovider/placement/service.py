@@ -25,8 +25,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from vkprovider.errors import InvalidRequest, NoCapacity, ProviderError, QuotaOrBilling, Transient
-from vkprovider.models import DeploymentRequest, DeploymentStatus
+from vkprovider.errors import InvalidRequest, NoCapacity, ProviderError, Transient
+from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer
+from vkprovider.placement.ambiguous import DEFINITE_REFUSALS, OpenCreates, Settled
 from vkprovider.placement.blocklist import Blocklist, block_key
 from vkprovider.placement.budget import Budgets
 from vkprovider.placement.catalog import Catalog
@@ -36,6 +37,7 @@ from vkprovider.placement.explain import no_candidates_message
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
+from vkprovider.placement.reserve import Reserver
 from vkprovider.placement.retry import transient_retry
 from vkprovider.placement.score import ProviderTerms, provider_terms
 from vkprovider.placement.spread import Spread
@@ -90,6 +92,10 @@ class Placer:
         )
         self.budgets = Budgets(cfg.namespace_budgets, cfg.default_namespace_budget)
         self.spread = Spread()
+        self._reserver = Reserver(self.budgets, self.spread, self.catalog)
+        self._open = OpenCreates(
+            self.providers, timeout=cfg.reconcile_timeout_seconds, acquire=self.limiters.acquire
+        )
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
         self._terms: dict[str, ProviderTerms] = {}
         self._terms_key: tuple[int, int] = (-1, -1)
@@ -153,7 +159,13 @@ class Placer:
         return terms
 
     async def deploy(self, request: DeploymentRequest, ctx: PodContext) -> Placement:
-        decision = self.rank(request, ctx)
+        """Place the pod: settle earlier ambiguous creates, rank, then try candidates in order.
+
+        Raises :class:`~vkprovider.placement.ambiguous.Unsettled` (``Transient``) when a create
+        may have succeeded somewhere and that provider cannot confirm it yet."""
+        uid = request.uid
+        ctx, inputs, decision = await self._decide(request, ctx)
+        share = inputs.need.spread_max_share
         warnings: list[tuple[str, str]] = []
         if ctx.current_provider is None and self.health.breaker_open():
             raise NotPlaced(
@@ -171,8 +183,9 @@ class Placer:
                 warnings=warnings,
             )
         attempts: list[Attempt] = []
+        calls = 0
         for cand in decision.candidates:
-            if len(attempts) >= self.config.max_attempts:
+            if calls >= self.config.max_attempts:
                 break
             offer, name = cand.offer, cand.provider
             if not cand.current and (
@@ -180,43 +193,124 @@ class Placer:
                 or self.blocklist.is_blocked(block_key(name, offer.gpu_type, offer.region))
             ):
                 continue  # disabled/blocklisted by an earlier attempt of this very deploy
-            placed = request.model_copy(
-                update={
-                    "offer_id": offer.offer_id,
-                    "region": offer.region or None,
-                    "spot": offer.spot,
-                    "gpu_type": offer.gpu_type,
-                }
-            )
+            held = self._reserver.reserve(uid, ctx, cand, share)
+            if isinstance(held, str):  # a concurrent deploy took the budget/slot/unit meanwhile
+                attempts.append(Attempt(name, offer.offer_id, held, "taken by a concurrent placement"))
+                continue
+            calls += 1
             try:
-                status = await self._deploy_with_retry(name, placed)
-            except InvalidRequest:
+                status, attempt, warning = await self._try(name, offer, request)
+            except BaseException:
+                self._reserver.undo(held)
                 raise
-            except NoCapacity as exc:
-                self.blocklist.add(name, offer.gpu_type, offer.region, exc.message)
-                attempts.append(Attempt(name, offer.offer_id, "NoCapacity", exc.message))
-                warnings.append(
-                    ("ProviderNoCapacity", f"{name}/{offer.offer_id}: {exc.message}; trying next")
-                )
-            except QuotaOrBilling as exc:
-                self.health.disable(name, exc.message)
-                attempts.append(Attempt(name, offer.offer_id, "QuotaOrBilling", exc.message))
-                warnings.append(("ProviderDisabled", f"{name} disabled (quota or billing): {exc.message}"))
-            except ProviderError as exc:
-                self.health.record_call(name, False)
-                attempts.append(Attempt(name, offer.offer_id, exc.code, exc.message))
-                warnings.append(("ProviderCreateFailed", f"{name}/{offer.offer_id}: {exc.message}"))
-            else:
-                self.health.record_call(name, True)
-                self._commit(request.uid, ctx, cand)
-                attempts.append(Attempt(name, offer.offer_id, "ok"))
+            attempts.append(attempt)
+            if warning is not None:
+                warnings.append(warning)
+            if status is not None:
+                self._commit(uid, cand)
                 final = replace(decision, chosen=cand, attempts=tuple(attempts))
                 return Placement(name, offer, status, final, warnings)
+            self._reserver.undo(held)
         final = replace(decision, attempts=tuple(attempts))
         tried = "; ".join(f"{a.provider}/{a.offer_id}: {a.outcome}" for a in attempts) or "none usable"
-        raise NotPlaced(
-            f"all candidates failed ({tried})", reason="AllProvidersFailed", decision=final, warnings=warnings
+        reason = "AllProvidersFailed"
+        if calls == 0:
+            reason = "BudgetExceeded" if any(a.outcome == "budget" for a in attempts) else "NoCandidates"
+        raise NotPlaced(f"all candidates failed ({tried})", reason=reason, decision=final, warnings=warnings)
+
+    async def _try(
+        self, name: str, offer: Offer, request: DeploymentRequest
+    ) -> tuple[DeploymentStatus | None, Attempt, tuple[str, str] | None]:
+        """One candidate: (status if placed, the attempt, a Warning Event or None).
+
+        The create is an open question until its answer settles it (see ``ambiguous``)."""
+        uid, oid = request.uid, offer.offer_id
+        placed = request.model_copy(
+            update={
+                "offer_id": oid,
+                "region": offer.region or None,
+                "spot": offer.spot,
+                "gpu_type": offer.gpu_type,
+            }
         )
+        self._open.open(uid, name)  # stays open if we are cancelled mid-call
+        try:
+            status = await self._deploy_with_retry(name, placed)
+        except DEFINITE_REFUSALS as exc:
+            self._open.close(uid, name)
+            if isinstance(exc, InvalidRequest):
+                raise
+            if isinstance(exc, NoCapacity):
+                self.blocklist.add(name, offer.gpu_type, offer.region, exc.message)
+                warning = ("ProviderNoCapacity", f"{name}/{oid}: {exc.message}; trying next")
+            else:
+                self.health.disable(name, exc.message)
+                warning = ("ProviderDisabled", f"{name} disabled (quota or billing): {exc.message}")
+            return None, Attempt(name, oid, exc.code, exc.message), warning
+        except ProviderError as exc:  # ambiguous: it may have been created anyway
+            self.health.record_call(name, False)
+            settled = await self._open.settle(uid, name)  # Unsettled: retry the pod later
+            if settled.status is not None:
+                log.warning(
+                    "deploy of %s answered %s but created it: adopting it",
+                    uid,
+                    exc.code,
+                    extra={"provider": name, "uid": uid},
+                )
+                return (
+                    settled.status,
+                    Attempt(name, oid, "ok", f"adopted after {exc.code}: {exc.message}"),
+                    None,
+                )
+            return (
+                None,
+                Attempt(name, oid, exc.code, exc.message),
+                (
+                    "ProviderCreateFailed",
+                    f"{name}/{oid}: {exc.message}",
+                ),
+            )
+        self._open.close(uid, name)
+        self.health.record_call(name, True)
+        return status, Attempt(name, oid, "ok"), None
+
+    async def _decide(
+        self, request: DeploymentRequest, ctx: PodContext
+    ) -> tuple[PodContext, RankInputs, Decision]:
+        """Rank, after settling earlier ambiguous creates of this UID (a live one is kept)."""
+        uid = request.uid
+        kept = await self._settle_earlier(uid, ctx)
+        inputs = self.rank_inputs(request, kept)
+        decision = rank_offers(uid, inputs, stale=self.catalog.stale())
+        if kept is ctx or any(c.current for c in decision.candidates):
+            return kept, inputs, decision
+        # Found live where no offer fits the pod any more: remove it, then choose afresh.
+        assert kept.current_provider is not None
+        self._open.open(uid, kept.current_provider)
+        await self._open.settle(uid, kept.current_provider, keep_live=False)
+        inputs = self.rank_inputs(request, ctx)
+        return ctx, inputs, rank_offers(uid, inputs, stale=self.catalog.stale())
+
+    async def _settle_earlier(self, uid: str, ctx: PodContext) -> PodContext:
+        """Settle this UID's open questions from earlier deploys before choosing anything.
+
+        A deployment found live is kept where it is (the ranker's hysteresis puts its provider
+        first and the idempotent deploy returns it); every other provider must then not hold one.
+        """
+        live: list[Settled] = []
+        for name in self._open.providers_of(uid):
+            settled = await self._open.settle(uid, name)
+            if settled.status is not None:
+                live.append(settled)
+        if not live:
+            return ctx
+        keep = next((s for s in live if s.provider == ctx.current_provider), live[0])
+        for extra in live:
+            if extra is not keep:  # two live: keep one, delete the rest before going on
+                self._open.open(uid, extra.provider)
+                await self._open.settle(uid, extra.provider, keep_live=False)
+        assert keep.status is not None
+        return replace(ctx, current_provider=keep.provider, current_offer=keep.status.offer_id or None)
 
     async def _deploy_with_retry(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
         cfg = self.config
@@ -242,17 +336,13 @@ class Placer:
             raise Transient(f"unexpected {type(exc).__name__}: {exc}", provider=name) from exc
 
     # Bookkeeping --------------------------------------------------------------------------
-    def _commit(self, uid: str, ctx: PodContext, cand: Candidate) -> None:
+    def _commit(self, uid: str, cand: Candidate) -> None:
+        """The deploy worked: the reservation stands; a previous offer's unit is given back."""
         key = (cand.provider, cand.offer.offer_id)
         previous = self._placed.get(uid)
-        if previous != key:
-            if previous is not None:
-                self.catalog.give_back(*previous)
-            if not cand.current:  # a pod already running there holds its capacity
-                self.catalog.take(*key)
+        if previous is not None and previous != key and previous[1]:
+            self.catalog.give_back(*previous)
         self._placed[uid] = key
-        self.budgets.commit(uid, ctx.namespace, cand.discounted_price)
-        self.spread.add(uid, ctx.workload, cand.provider)
 
     def adopt(
         self,
@@ -277,6 +367,7 @@ class Placer:
         placed = self._placed.pop(uid, None)
         if placed is not None and placed[1]:
             self.catalog.give_back(*placed)
+        self._open.forget(uid)
         self.budgets.release(uid)
         self.spread.release(uid)
 

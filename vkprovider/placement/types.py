@@ -17,7 +17,8 @@ from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer
 
 
 class PlacementTarget(Protocol):
-    """What placement calls on a provider: its catalog and deploy."""
+    """What placement calls on a provider: its catalog, deploy, and the get/delete that settle
+    an ambiguous create."""
 
     @property
     def name(self) -> str: ...
@@ -25,6 +26,10 @@ class PlacementTarget(Protocol):
     async def offers(self) -> list[Offer]: ...
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus: ...
+
+    async def get(self, uid: str) -> DeploymentStatus: ...
+
+    async def delete(self, uid: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -145,4 +145,6 @@ def test_spread_allows_share_and_counts_release() -> None:
     assert s.allowed("w", "a", 0.5, "u3")  # 2 of 3 on a: ceil(1.5) = 2
     s.release("u1")
     s.release("u2")
-    assert s.counts("w") == {}
+    assert s.held("u1") is None and s.held("u2") is None
+    s.add("u3", "w", "a")
+    assert not s.allowed("w", "a", 0.5, "u4") and s.allowed("w", "b", 0.5, "u4")  # only u3 counts
