@@ -1,7 +1,9 @@
 """Offer catalog: a cached, indexed copy of every provider's offers.
 
 Refreshed per provider on a timer. A failed refresh keeps the last good catalog (fail open:
-an hour-old price list beats placing nothing) and marks it stale with the error. Capacity is
+an hour-old price list beats placing nothing) and marks it stale with the error. Each outcome is
+also a reachability signal for provider health (``on_refresh``), like the node agent's probes:
+a failed refresh makes the provider unusable for new pods until a probe or refresh succeeds. Capacity is
 decremented optimistically as pods are placed, so a burst of pods does not all pick the last
 unit of one offer, and corrected by the next refresh.
 
@@ -91,8 +93,10 @@ class Catalog:
         timeout_seconds: float = 10.0,
         limiters: RateLimiters | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_refresh: Callable[[str, bool, str | None], None] | None = None,
     ) -> None:
         self._providers = dict(providers)
+        self._on_refresh = on_refresh
         self.refresh_seconds = refresh_seconds
         self.timeout_seconds = timeout_seconds
         self._limiters = limiters
@@ -118,7 +122,11 @@ class Catalog:
             log.warning(
                 "offer refresh failed; keeping last catalog", extra={"provider": name, "error": entry.error}
             )
+            if self._on_refresh is not None:
+                self._on_refresh(name, False, f"offer refresh failed: {entry.error}")
             return False
+        if self._on_refresh is not None:
+            self._on_refresh(name, True, None)
         return True
 
     async def refresh_all(self) -> dict[str, bool]:

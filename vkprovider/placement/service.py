@@ -35,6 +35,7 @@ from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.constraints import effective_need, parse_constraints
 from vkprovider.placement.explain import no_candidates_message
 from vkprovider.placement.health import ProviderHealth
+from vkprovider.placement.observe import Observer
 from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.reserve import Reserver
@@ -56,6 +57,7 @@ __all__ = ["DETAIL_CANDIDATES", "NotPlaced", "Placer"]
 log = logging.getLogger(__name__)
 
 _TERMS_MAX_AGE = 5.0
+ADOPTED = "adopted"  # an attempt's message when an ambiguous create turned out to have worked
 DETAIL_CANDIDATES = 50
 
 
@@ -89,6 +91,7 @@ class Placer:
             timeout_seconds=cfg.offer_timeout_seconds,
             limiters=self.limiters,
             clock=clock,
+            on_refresh=self.health.record_probe,  # a refresh reaches the provider's API too
         )
         self.budgets = Budgets(cfg.namespace_budgets, cfg.default_namespace_budget)
         self.spread = Spread()
@@ -96,6 +99,7 @@ class Placer:
         self._open = OpenCreates(
             self.providers, timeout=cfg.reconcile_timeout_seconds, acquire=self.limiters.acquire
         )
+        self._observer = Observer(self.health)
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
         self._terms: dict[str, ProviderTerms] = {}
         self._terms_key: tuple[int, int] = (-1, -1)
@@ -208,6 +212,9 @@ class Placer:
                 warnings.append(warning)
             if status is not None:
                 self._commit(uid, cand)
+                fresh = not cand.current and not attempt.message.startswith(ADOPTED)
+                self._observer.deployed(uid, name, self._clock() if fresh else None)
+                self._observer.observe(uid, name, status, self._clock())
                 final = replace(decision, chosen=cand, attempts=tuple(attempts))
                 return Placement(name, offer, status, final, warnings)
             self._reserver.undo(held)
@@ -259,7 +266,7 @@ class Placer:
                 )
                 return (
                     settled.status,
-                    Attempt(name, oid, "ok", f"adopted after {exc.code}: {exc.message}"),
+                    Attempt(name, oid, "ok", f"{ADOPTED} after {exc.code}: {exc.message}"),
                     None,
                 )
             return (
@@ -361,6 +368,7 @@ class Placer:
         self._placed[uid] = (provider, offer_id)
         self.budgets.commit(uid, ctx.namespace, cost)
         self.spread.add(uid, ctx.workload, provider)
+        self._observer.deployed(uid, provider, None)
 
     def release(self, uid: str) -> None:
         """The pod is gone: free its budget share, spread slot and (optimistically) capacity."""
@@ -368,8 +376,16 @@ class Placer:
         if placed is not None and placed[1]:
             self.catalog.give_back(*placed)
         self._open.forget(uid)
+        self._observer.forget(uid)
         self.budgets.release(uid)
         self.spread.release(uid)
+
+    def observe(self, uid: str, provider: str, status: DeploymentStatus, now: float | None = None) -> None:
+        """A status the pod controller recorded for ``uid`` on ``provider`` (any source).
+
+        Feeds the score: the first Running after our deploy is that provider's start-up time; a
+        provider-reported preemption or loss counts as a failure (see ``placement/observe.py``)."""
+        self._observer.observe(uid, provider, status, self._clock() if now is None else now)
 
     def placed(self, uid: str) -> tuple[str, str] | None:
         return self._placed.get(uid)

@@ -61,7 +61,11 @@ class PodController:
             kube, "/api/v1/pods", field_selector=f"spec.nodeName={node_name}", handler=self._on_pod
         )
         self.tracker = DeploymentTracker(
-            providers, node_name, interval=status_poll_seconds, on_change=self._on_deployment
+            providers,
+            node_name,
+            interval=status_poll_seconds,
+            on_change=self._on_deployment,
+            on_status=placer.observe,
         )
         self.events = EventRecorder(kube, component="vkprovider", host=node_name)
         self.services = Informer(kube, "/api/v1/services", handler=lambda kind, old, new: None)

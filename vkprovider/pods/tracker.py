@@ -43,8 +43,10 @@ class DeploymentTracker:
         on_change: Callable[[str], None],
         list_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        on_status: Callable[[str, str, DeploymentStatus], None] | None = None,
     ) -> None:
         self._providers = providers
+        self._on_status = on_status  #: every status recorded, from any source (placement feedback)
         self._node = node_name
         self._interval = interval
         self._on_change = on_change
@@ -71,6 +73,8 @@ class DeploymentTracker:
         tracked.recorded_at = now
         tracked.missing_since = None
         tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
+        if self._on_status is not None:
+            self._on_status(uid, provider, status)
 
     def forget(self, uid: str) -> None:
         self.deployments.pop(uid, None)
