@@ -1,19 +1,12 @@
 """The Placer: the one object the pod controller calls to place, and later release, a pod.
 
-``rank`` is pure and fast (reads cached catalogs and state, never does I/O). ``deploy`` ranks,
-then tries candidates in order, reacting to each error class the way DESIGN.md §5 says:
-
-* ``NoCapacity``     -> blocklist (provider, GPU type, region) for a TTL; next candidate at once;
-* ``Transient``      -> retry the same provider with backoff honouring ``retry_after``
-  (a ``retry_after`` beyond ``transient_max_wait_seconds`` moves on instead of blocking);
-  after ``transient_attempts`` tries, the next candidate;
-* ``QuotaOrBilling`` -> disable the provider (Warning), next candidate;
-* ``InvalidRequest`` -> raised at once: the pod fails with its message;
-* nothing worked     -> :class:`NotPlaced` (an ``Unschedulable``): the pod stays Pending and
-  the caller retries with backoff. Its ``reason`` is ``NoCandidates``, ``BudgetExceeded``,
-  ``CircuitOpen`` or ``AllProvidersFailed``.
-
-An unexpected exception from an adapter is a contract violation; it is treated as ``Transient``.
+``rank`` is pure and fast (reads cached catalogs and state, never does I/O). ``deploy`` settles
+earlier ambiguous creates of the UID (``ambiguous``), ranks, then tries candidates in order:
+each one's budget/spread/capacity share is reserved before its call (``reserve``) and the call
+reacts to its error class (``failover``). When nothing worked it raises :class:`NotPlaced` (an
+``Unschedulable``): the pod stays Pending and the caller retries with backoff; its ``reason`` is
+``NoCandidates``, ``BudgetExceeded``, ``CircuitOpen`` or ``AllProvidersFailed``. Statuses the pod
+controller records come back through :meth:`Placer.observe` (``observe``).
 """
 
 from __future__ import annotations
@@ -25,21 +18,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from vkprovider.errors import InvalidRequest, NoCapacity, ProviderError, Transient
-from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer
-from vkprovider.placement.ambiguous import DEFINITE_REFUSALS, OpenCreates, Settled
+from vkprovider.models import DeploymentRequest, DeploymentStatus
+from vkprovider.placement.ambiguous import OpenCreates, Settled
 from vkprovider.placement.blocklist import Blocklist, block_key
 from vkprovider.placement.budget import Budgets
 from vkprovider.placement.catalog import Catalog
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.constraints import effective_need, parse_constraints
 from vkprovider.placement.explain import no_candidates_message
+from vkprovider.placement.failover import Failover
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.placement.observe import Observer
 from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.reserve import Reserver
-from vkprovider.placement.retry import transient_retry
 from vkprovider.placement.score import ProviderTerms, provider_terms
 from vkprovider.placement.spread import Spread
 from vkprovider.placement.types import (
@@ -57,7 +49,6 @@ __all__ = ["DETAIL_CANDIDATES", "NotPlaced", "Placer"]
 log = logging.getLogger(__name__)
 
 _TERMS_MAX_AGE = 5.0
-ADOPTED = "adopted"  # an attempt's message when an ambiguous create turned out to have worked
 DETAIL_CANDIDATES = 50
 
 
@@ -98,6 +89,15 @@ class Placer:
         self._reserver = Reserver(self.budgets, self.spread, self.catalog)
         self._open = OpenCreates(
             self.providers, timeout=cfg.reconcile_timeout_seconds, acquire=self.limiters.acquire
+        )
+        self._failover = Failover(
+            self.providers,
+            cfg,
+            health=self.health,
+            blocklist=self.blocklist,
+            limiters=self.limiters,
+            open_creates=self._open,
+            sleep=sleep,
         )
         self._observer = Observer(self.health)
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
@@ -203,16 +203,16 @@ class Placer:
                 continue
             calls += 1
             try:
-                status, attempt, warning = await self._try(name, offer, request)
+                outcome = await self._failover.call(name, offer, request)
             except BaseException:
                 self._reserver.undo(held)
                 raise
-            attempts.append(attempt)
-            if warning is not None:
-                warnings.append(warning)
-            if status is not None:
+            attempts.append(outcome.attempt)
+            if outcome.warning is not None:
+                warnings.append(outcome.warning)
+            if (status := outcome.status) is not None:
                 self._commit(uid, cand)
-                fresh = not cand.current and not attempt.message.startswith(ADOPTED)
+                fresh = not cand.current and not outcome.adopted
                 self._observer.deployed(uid, name, self._clock() if fresh else None)
                 self._observer.observe(uid, name, status, self._clock())
                 final = replace(decision, chosen=cand, attempts=tuple(attempts))
@@ -224,62 +224,6 @@ class Placer:
         if calls == 0:
             reason = "BudgetExceeded" if any(a.outcome == "budget" for a in attempts) else "NoCandidates"
         raise NotPlaced(f"all candidates failed ({tried})", reason=reason, decision=final, warnings=warnings)
-
-    async def _try(
-        self, name: str, offer: Offer, request: DeploymentRequest
-    ) -> tuple[DeploymentStatus | None, Attempt, tuple[str, str] | None]:
-        """One candidate: (status if placed, the attempt, a Warning Event or None).
-
-        The create is an open question until its answer settles it (see ``ambiguous``)."""
-        uid, oid = request.uid, offer.offer_id
-        placed = request.model_copy(
-            update={
-                "offer_id": oid,
-                "region": offer.region or None,
-                "spot": offer.spot,
-                "gpu_type": offer.gpu_type,
-            }
-        )
-        self._open.open(uid, name)  # stays open if we are cancelled mid-call
-        try:
-            status = await self._deploy_with_retry(name, placed)
-        except DEFINITE_REFUSALS as exc:
-            self._open.close(uid, name)
-            if isinstance(exc, InvalidRequest):
-                raise
-            if isinstance(exc, NoCapacity):
-                self.blocklist.add(name, offer.gpu_type, offer.region, exc.message)
-                warning = ("ProviderNoCapacity", f"{name}/{oid}: {exc.message}; trying next")
-            else:
-                self.health.disable(name, exc.message)
-                warning = ("ProviderDisabled", f"{name} disabled (quota or billing): {exc.message}")
-            return None, Attempt(name, oid, exc.code, exc.message), warning
-        except ProviderError as exc:  # ambiguous: it may have been created anyway
-            self.health.record_call(name, False)
-            settled = await self._open.settle(uid, name)  # Unsettled: retry the pod later
-            if settled.status is not None:
-                log.warning(
-                    "deploy of %s answered %s but created it: adopting it",
-                    uid,
-                    exc.code,
-                    extra={"provider": name, "uid": uid},
-                )
-                return (
-                    settled.status,
-                    Attempt(name, oid, "ok", f"{ADOPTED} after {exc.code}: {exc.message}"),
-                    None,
-                )
-            return (
-                None,
-                Attempt(name, oid, exc.code, exc.message),
-                (
-                    "ProviderCreateFailed",
-                    f"{name}/{oid}: {exc.message}",
-                ),
-            )
-        self._open.close(uid, name)
-        self.health.record_call(name, True)
-        return status, Attempt(name, oid, "ok"), None
 
     async def _decide(
         self, request: DeploymentRequest, ctx: PodContext
@@ -318,29 +262,6 @@ class Placer:
                 await self._open.settle(uid, extra.provider, keep_live=False)
         assert keep.status is not None
         return replace(ctx, current_provider=keep.provider, current_offer=keep.status.offer_id or None)
-
-    async def _deploy_with_retry(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
-        cfg = self.config
-        retrying = transient_retry(
-            cfg.transient_attempts, cfg.transient_backoff_seconds, cfg.transient_max_wait_seconds, self._sleep
-        )
-        async for attempt in retrying:
-            with attempt:
-                await self.limiters.acquire(name)
-                return await self._call_deploy(name, request)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
-
-    async def _call_deploy(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
-        try:
-            async with asyncio.timeout(self.config.deploy_timeout_seconds):
-                return await self.providers[name].deploy(request)
-        except ProviderError:
-            raise
-        except TimeoutError:
-            raise Transient("deploy timed out", provider=name) from None
-        except Exception as exc:  # contract violation: adapters must raise the error classes
-            log.exception("adapter raised an unclassified error", extra={"provider": name})
-            raise Transient(f"unexpected {type(exc).__name__}: {exc}", provider=name) from exc
 
     # Bookkeeping --------------------------------------------------------------------------
     def _commit(self, uid: str, cand: Candidate) -> None:
