@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from vkprovider.models import DeploymentRequest, DeploymentStatus
+from vkprovider.models import DeploymentRequest, DeploymentStatus, ProviderInfo
 from vkprovider.placement.ambiguous import OpenCreates, Settled
 from vkprovider.placement.blocklist import Blocklist, block_key
 from vkprovider.placement.budget import Budgets
@@ -74,8 +74,13 @@ class Placer:
         )
         self.blocklist = Blocklist(cfg.blocklist_ttl_seconds, clock=clock)
         self.limiters = RateLimiters(
-            cfg.rate_limit, {n: c.rate_limit for n, c in cfg.providers.items()}, clock=clock, sleep=sleep
+            cfg.rate_limit,
+            {n: c.rate_limit for n, c in cfg.providers.items()},
+            default_is_explicit="rate_limit" in cfg.model_fields_set,
+            clock=clock,
+            sleep=sleep,
         )
+        self._limits_learned: set[str] = set()
         self.catalog = Catalog(
             self.providers,
             refresh_seconds=cfg.offer_refresh_seconds,
@@ -107,11 +112,34 @@ class Placer:
     # Catalog ------------------------------------------------------------------------------
     async def run(self) -> None:
         """Keep every provider's catalog fresh until cancelled."""
+        await self.learn_limits()
         await self.catalog.run()
 
     async def refresh(self) -> dict[str, bool]:
         """Refresh every provider's catalog now (at start-up and in tests)."""
+        await self.learn_limits()
         return await self.catalog.refresh_all()
+
+    async def learn_limits(self) -> None:
+        """Ask each adapter not asked yet for its API's rate limit (``ProviderInfo``), the default
+        for its client-side limit where config sets none. One that cannot answer now keeps the
+        built-in default and is asked again at the next :meth:`refresh`."""
+        names = [
+            n for n in self.providers if n not in self._limits_learned and not self.limiters.configured(n)
+        ]
+        results = await asyncio.gather(*(self._info(n) for n in names), return_exceptions=True)
+        for name, info in zip(names, results, strict=True):
+            if isinstance(info, BaseException):
+                if isinstance(info, asyncio.CancelledError):
+                    raise info
+                log.info("provider %s: no rate limit learned (%s); using the default", name, info)
+                continue
+            self.limiters.declare(name, info.capabilities.rate_limit)
+            self._limits_learned.add(name)
+
+    async def _info(self, name: str) -> ProviderInfo:
+        async with asyncio.timeout(self.config.offer_timeout_seconds):
+            return await self.providers[name].info()
 
     # Decisions ----------------------------------------------------------------------------
     def rank(self, request: DeploymentRequest, ctx: PodContext, *, detail: bool = False) -> Decision:

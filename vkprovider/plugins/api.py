@@ -58,6 +58,7 @@ from vkprovider.models import (
     Phase,
     Port,
     ProviderInfo,
+    RateLimit,
     RegistryCredential,
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
@@ -105,6 +106,7 @@ __all__ = [
     "ProviderError",
     "ProviderInfo",
     "QuotaOrBilling",
+    "RateLimit",
     "RegistryCredential",
     "SupportsLogs",
     "SupportsWatch",
