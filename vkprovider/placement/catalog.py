@@ -25,6 +25,7 @@ from vkprovider.placement.constraints import normalize_gpu
 from vkprovider.placement.filters import gpu_memory_of
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.types import PlacementTarget
+from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +144,18 @@ class Catalog:
                 group.create_task(self._supervise(name, restart_delay), name=f"catalog-{name}")
 
     async def _supervise(self, name: str, restart_delay: float) -> None:
+        backoff = Backoff(restart_delay, max(restart_delay, self.refresh_seconds))
         while True:
             try:
                 while True:
                     await self.refresh(name)
+                    backoff.reset()
                     await asyncio.sleep(self.refresh_seconds)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("catalog refresh loop crashed; restarting", extra={"provider": name})
-                await asyncio.sleep(restart_delay)
+                await asyncio.sleep(backoff.next())
 
     def take(self, provider: str, offer_id: str) -> None:
         """A pod was placed on this offer: one unit less until the next refresh says otherwise."""
