@@ -76,9 +76,15 @@ class Failover:
             }
         )
         self._open.open(uid, name)  # stays open if we are cancelled mid-call
+        tries: list[int] = [0]
         try:
-            status = await self._deploy_with_retry(name, placed)
+            status = await self._deploy_with_retry(name, placed, tries)
         except DEFINITE_REFUSALS as exc:
+            if tries[0] > 1:  # an earlier try of this call was ambiguous: it may have created it
+                settled = await self._open.settle(uid, name, keep_live=not isinstance(exc, InvalidRequest))
+                if settled.status is not None:
+                    attempt = Attempt(name, oid, "ok", f"{ADOPTED} after {exc.code}: {exc.message}")
+                    return Outcome(settled.status, attempt, None, adopted=True)
             self._open.close(uid, name)
             if isinstance(exc, InvalidRequest):
                 raise
@@ -107,7 +113,10 @@ class Failover:
         self._health.record_call(name, True)
         return Outcome(status, Attempt(name, oid, "ok"), None)
 
-    async def _deploy_with_retry(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
+    async def _deploy_with_retry(
+        self, name: str, request: DeploymentRequest, tries: list[int]
+    ) -> DeploymentStatus:
+        """Deploy with the transient retry policy; ``tries[0]`` counts the calls made."""
         cfg = self._config
         retrying = transient_retry(
             cfg.transient_attempts, cfg.transient_backoff_seconds, cfg.transient_max_wait_seconds, self._sleep
@@ -115,6 +124,7 @@ class Failover:
         async for attempt in retrying:
             with attempt:
                 await self._limiters.acquire(name)
+                tries[0] += 1
                 return await self._call_deploy(name, request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from placement_support import MemProvider, offer, placer_for, request
 
-from vkprovider.errors import NoCapacity, Transient
+from vkprovider.errors import InvalidRequest, NoCapacity, Transient
 from vkprovider.models import DeploymentRequest, DeploymentStatus, Phase
 from vkprovider.placement import PlacementConfig, PodContext
 from vkprovider.placement.ambiguous import Unsettled
+from vkprovider.plugins.memory import InMemoryProvider
 
 CTX = PodContext("ns")
 
@@ -156,3 +157,36 @@ async def test_release_forgets_open_questions() -> None:
         await placer.deploy(request("u1"), CTX)
     placer.release("u1")  # the pod is gone: a stray is the orphan collector's
     assert len(placer._open) == 0
+
+
+class Scripted(MemProvider):
+    """Each deploy call does the next scripted thing: create then fail, or refuse outright."""
+
+    def __init__(self, name: str, script: list[BaseException | None]) -> None:
+        super().__init__(name, [offer(name, "c1", 1.0)])
+        self.script = script  # None: create, then raise Transient (the answer is lost)
+
+    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+        self.deploy_calls.append(request)
+        step = self.script.pop(0) if self.script else None
+        if step is not None:
+            raise step
+        await InMemoryProvider.deploy(self, request)
+        raise Transient("answer lost")
+
+
+async def test_a_refusal_after_an_ambiguous_try_still_settles_the_first() -> None:
+    cheap = Scripted("cheap", [None, NoCapacity("sold out now")])
+    _, mid = pair()
+    placer: Any = await placer_for(cheap, mid, config=PlacementConfig(transient_attempts=3))
+    placed = await placer.deploy(request("u1"), CTX)
+    assert placed.provider == "cheap" and holders("u1", cheap, mid) == ["cheap"]  # the first try made it
+
+
+async def test_invalid_request_after_an_ambiguous_try_removes_what_it_made() -> None:
+    cheap = Scripted("cheap", [None, InvalidRequest("image rejected")])
+    _, mid = pair()
+    placer: Any = await placer_for(cheap, mid, config=PlacementConfig(transient_attempts=3))
+    with pytest.raises(InvalidRequest):
+        await placer.deploy(request("u1"), CTX)
+    assert cheap.deleted == ["u1"] and holders("u1", cheap, mid) == []
