@@ -91,6 +91,9 @@ class OpenCreates:
     def __len__(self) -> int:
         return len(self._open)
 
+    def summary(self) -> dict[str, list[str]]:
+        return {uid: sorted(names) for uid, names in sorted(self._open.items())}
+
     async def settle(self, uid: str, provider: str, *, keep_live: bool = True) -> Settled:
         """Find out whether ``uid`` exists on ``provider``; close the question or raise
         :class:`Unsettled`. A live deployment is returned (to adopt) when ``keep_live``,

@@ -340,7 +340,8 @@ class Placer:
         return self._placed.get(uid)
 
     def summary(self) -> dict[str, Any]:
-        """State for the admin API: health, breaker, blocklist, budgets, catalog freshness."""
+        """State for the admin API: health, breaker, blocklist, budgets, catalog freshness,
+        unsettled creates."""
         return {
             "breaker_open": self.health.breaker_open(),
             "providers": self.health.summary(),
@@ -350,4 +351,6 @@ class Placer:
                 for e in self.blocklist.entries()
             ],
             "budgets": self.budgets.summary(),
+            # UIDs whose create may have reached a provider that could not confirm it yet
+            "unsettled_creates": self._open.summary(),
         }

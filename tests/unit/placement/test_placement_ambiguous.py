@@ -87,12 +87,14 @@ async def test_unconfirmable_create_raises_transient_and_tries_no_other_provider
     with pytest.raises(Unsettled) as info:
         await placer.deploy(request("u1"), CTX)
     assert isinstance(info.value, Transient) and "cheap" in info.value.message
+    assert placer.summary()["unsettled_creates"] == {"u1": ["cheap"]}  # visible to operators
     assert mid.deploy_calls == []
     # Nothing is held for the pod while it waits.
     assert placer.budgets.spent("ns") == 0.0 and placer.catalog.capacity("cheap", "c1") == 5
     # Later, the provider answers: nothing was created, the pod is placed normally.
     placed = await placer.deploy(request("u1"), CTX)
     assert placed.provider == "cheap" and mid.deploy_calls == []
+    assert placer.summary()["unsettled_creates"] == {}
 
 
 async def test_an_open_question_blocks_every_provider_until_settled() -> None:
