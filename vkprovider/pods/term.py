@@ -67,6 +67,7 @@ class Term:
             interval=settings.status_poll_seconds,
             watch_resync=settings.watch_resync_seconds,
             on_change=self._on_deployment,
+            on_status=placer.observe,
         )
         self.sync = PodSync(
             kube,

@@ -56,8 +56,10 @@ class DeploymentTracker:
         watch_resync: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         watch_backoff: Backoff | None = None,
+        on_status: Callable[[str, str, DeploymentStatus], None] | None = None,
     ) -> None:
         self._providers = providers
+        self._on_status = on_status  #: every status recorded, from any source (placement feedback)
         self._node = node_name
         self._interval = interval
         self._resync = max(interval, watch_resync)
@@ -120,6 +122,8 @@ class DeploymentTracker:
         tracked.recorded_at = now
         tracked.missing_since = None
         tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
+        if self._on_status is not None:
+            self._on_status(uid, provider, status)
 
     def forget(self, uid: str, provider: str | None = None) -> None:
         """Drop what is known of ``uid`` (on ``provider`` only, when given)."""
