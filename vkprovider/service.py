@@ -59,7 +59,7 @@ class Service:
                 return
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
-            self.node = NodeAgent(self.kube, s.node, self.providers, self.placer)
+            self.node = NodeAgent(self.kube, s.node, self.providers, self.placer, pods=self._bound_pods)
             self.controller = PodController(
                 self.kube,
                 self.providers,
@@ -97,6 +97,10 @@ class Service:
                     task.cancel()
         finally:
             await self._close()
+
+    def _bound_pods(self) -> list[dict[str, Any]]:
+        """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
+        return [] if self.controller is None else list(self.controller.informer.cache.values())
 
     async def _wait_for_apiserver(self) -> None:
         """An API server that is not up yet (a restarting cluster) is waited for with backoff,
