@@ -172,6 +172,27 @@ async def assert_nothing_evicted_for(svc: Running, namespace: str, uids: set[str
         await asyncio.sleep(1)
 
 
+async def record_timeline(svc: Running, started: float, timeline: list[str]) -> None:
+    """Every change of the node's conditions, taints and GPUs, for the report (not asserted)."""
+    last = None
+    while True:
+        node = await svc.get_node()
+        conds = {c["type"]: f"{c['status']}/{c['reason']}" for c in node["status"].get("conditions") or []}
+        seen = (
+            conds.get("Ready"),
+            conds.get("ProvidersReachable"),
+            sorted(taint_keys(node) - {"virtual-kubelet.io/provider"}),
+            node["status"]["allocatable"]["nvidia.com/gpu"],
+        )
+        if seen != last:
+            timeline.append(
+                f"t={time.monotonic() - started:5.1f}s Ready={seen[0]} ProvidersReachable={seen[1]} "
+                f"taints={seen[2]} nvidia.com/gpu={seen[3]}"
+            )
+            last = seen
+        await asyncio.sleep(0.5)
+
+
 async def test_every_provider_api_down_longer_than_grace_plus_toleration_evicts_nothing(
     cluster: Cluster, namespace: str
 ) -> None:
@@ -190,8 +211,12 @@ async def test_every_provider_api_down_longer_than_grace_plus_toleration_evicts_
         assert set().union(*deployed.values()) == set(before)
         creates = {name: (await svc.stats(name)).get("POST /v1/deployments", 0) for name in svc.clouds}
 
+        timeline: list[str] = []
+        started = time.monotonic()
+        recorder = asyncio.create_task(record_timeline(svc, started, timeline))
         for name in svc.clouds:
             await svc.knobs(name, outage=True)
+        timeline.append(f"t={time.monotonic() - started:5.1f}s both provider APIs return 503")
 
         async def breaker_open() -> JSON | None:
             node = await svc.get_node()
@@ -213,6 +238,7 @@ async def test_every_provider_api_down_longer_than_grace_plus_toleration_evicts_
 
         for name in svc.clouds:
             await svc.knobs(name, outage=False)
+        timeline.append(f"t={time.monotonic() - started:5.1f}s both provider APIs back")
 
         async def recovered() -> bool:
             node = await svc.get_node()
@@ -223,6 +249,9 @@ async def test_every_provider_api_down_longer_than_grace_plus_toleration_evicts_
             )
 
         await eventually(recovered, timeout=30)
+        await asyncio.sleep(1)  # let the recorder see the recovered node
+        recorder.cancel()
+        print("\n".join(["outage timeline:", *timeline]))
         assert await running_pods(svc, namespace, 3) == before  # the same pods, all Running
         for name in svc.clouds:
             assert set(await svc.deployments(name)) == deployed[name]  # nothing deleted or moved
