@@ -35,6 +35,7 @@ from vkprovider.preflight import (
     FieldProblem,
     StartupChecks,
     checks_from,
+    host_problem,
     kubeconfig_problem,
     no_cluster_message,
     port_problem,
@@ -155,6 +156,9 @@ class HttpConfig(_Section):
     def _free(self, info: ValidationInfo) -> HttpConfig:
         checks = checks_from(info.context)
         if checks is not None and checks.ports:
+            bad_host = host_problem(self.admin_host)
+            if bad_host is not None:
+                raise FieldProblem.one("admin_host", bad_host)
             problem = port_problem(self.admin_host, self.admin_port)
             if problem is not None:
                 raise FieldProblem.one("admin_port", problem)

@@ -63,15 +63,21 @@ def checks_from(context: Any) -> StartupChecks | None:
     return context if isinstance(context, StartupChecks) else None
 
 
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not an address to listen on, or None."""
+    try:
+        socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return f"{host!r} is not a usable address ({exc.strerror})"
+    return None
+
+
 def port_problem(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be listened on, or None. Binds like the server (SO_REUSEADDR),
     so a port in TIME_WAIT is not a false alarm, then lets go at once."""
-    if port == 0:
+    if port == 0 or host_problem(host) is not None:
         return None
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        return f"{host}: not a usable address ({exc.strerror})"
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
