@@ -1,6 +1,8 @@
 """``vkprovider serve``: compose the node agent, pod controller, placement and admin HTTP.
 
-Start-up order matters: providers and the offer catalog first (capacity for the Node), then the
+Start-up order matters: the config has passed its start-up checks (``vkprovider.cli.serve``);
+the API server is waited for with backoff (a restarting cluster is not a crash); providers and
+the offer catalog next (capacity for the Node; a provider that is down is just probed), then the
 Node and its Lease, then the pod controller (which waits for its caches). Shutdown on SIGTERM
 drains the pod queue for ``pods.drain_timeout_seconds``, then cancels the loops and closes the
 providers and the API client. Every long-running loop is supervised.
