@@ -5,6 +5,7 @@ No cluster is needed: every check runs before anything is connected to."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -177,14 +178,8 @@ def test_every_bad_field_is_reported_in_one_message(tmp_path: Path, busy_port: i
     assert result.stderr.count("error:") == 1  # one message, one line per field
 
 
-def test_unreachable_apiserver_at_start_is_retried_with_one_line_per_attempt(tmp_path: Path) -> None:
-    """Nothing listens at the kubeconfig's server: the service waits and says so, no traceback;
-    SIGTERM still stops it cleanly."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
-    config = good_config(tmp_path)
-    config["kube"]["kubeconfig"] = str(kubeconfig(tmp_path, f"https://127.0.0.1:{closed}"))
+def run_until(tmp_path: Path, config: dict[str, Any], needle: str, count: int, **env: str) -> str:
+    """Start ``serve``, wait until ``needle`` was logged ``count`` times, SIGTERM it (exit 0)."""
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     log = tmp_path / "serve.log"
@@ -193,11 +188,11 @@ def test_unreachable_apiserver_at_start_is_retried_with_one_line_per_attempt(tmp
             [sys.executable, "-m", "vkprovider", "serve", "--config", str(path)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=clean_env(),
+            env=clean_env(**env),
         )
     try:
         deadline = time.monotonic() + 60
-        while log.read_text().count("reaching the API server") < 2:
+        while log.read_text().count(needle) < count:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
@@ -207,8 +202,32 @@ def test_unreachable_apiserver_at_start_is_retried_with_one_line_per_attempt(tmp
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = log.read_text()
+    return log.read_text()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_unreachable_apiserver_at_start_is_retried_with_one_line_per_attempt(tmp_path: Path) -> None:
+    """Nothing listens at the kubeconfig's server: the service waits and says so, no traceback;
+    SIGTERM still stops it cleanly."""
+    config = good_config(tmp_path)
+    config["kube"]["kubeconfig"] = str(kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}"))
+    text = run_until(tmp_path, config, "reaching the API server", 2)
     assert "Traceback" not in text and "ExceptionGroup" not in text, text
     attempts = [line for line in text.splitlines() if "reaching the API server" in line]
     assert "(attempt 1)" in attempts[0] and "retrying in" in attempts[0]
     assert "stopped before start-up finished" in text
+
+
+def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
+    config = good_config(tmp_path)
+    config["kube"]["kubeconfig"] = str(kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}"))
+    text = run_until(tmp_path, config, "reaching the API server", 1, VKPROVIDER_LOG_JSON="true")
+    entries = [json.loads(line) for line in text.splitlines()]
+    first = entries[0]
+    assert first["level"] == "warning" and first["logger"] == "vkprovider.service"
+    assert "reaching the API server" in first["msg"] and first["ts"].endswith("Z")
