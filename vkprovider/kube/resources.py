@@ -13,11 +13,6 @@ def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
-async def list_pods(kube: KubeClient, *, field_selector: str) -> tuple[list[JSON], str]:
-    body = await kube.request("GET", "/api/v1/pods", query={"fieldSelector": field_selector})
-    return list(body.get("items") or []), str(body["metadata"]["resourceVersion"])
-
-
 async def get_pod(kube: KubeClient, namespace: str, name: str) -> JSON | None:
     try:
         pod: JSON = await kube.request("GET", pod_path(namespace, name))
@@ -39,13 +34,15 @@ async def patch_pod_status(
 
 async def patch_pod_annotations(
     kube: KubeClient, namespace: str, name: str, annotations: dict[str, str]
-) -> None:
-    await kube.request(
+) -> JSON:
+    """Merge-patch annotations; returns the patched pod (its resourceVersion saves a 409 later)."""
+    result: JSON = await kube.request(
         "PATCH",
         pod_path(namespace, name),
         body={"metadata": {"annotations": annotations}},
         content_type=MERGE_PATCH,
     )
+    return result
 
 
 async def delete_pod_now(kube: KubeClient, namespace: str, name: str, uid: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 
 
 class Budgets:
@@ -37,6 +38,16 @@ class Budgets:
                 own = held[1]
         return cap - self.spent(namespace) + own
 
+    def held(self, uid: str) -> tuple[str, float] | None:
+        """``(namespace, cost per hour)`` that ``uid`` holds, if any."""
+        return self._held.get(uid)
+
+    def restore(self, uid: str, held: tuple[str, float] | None) -> None:
+        """Put ``uid`` back to what :meth:`held` said (undo a reservation)."""
+        self.release(uid)
+        if held is not None:
+            self.commit(uid, *held)
+
     def commit(self, uid: str, namespace: str, cost_per_hour: float) -> None:
         self.release(uid)
         self._held[uid] = (namespace, cost_per_hour)
@@ -52,6 +63,10 @@ class Budgets:
             self._spent.pop(namespace, None)
         else:
             self._spent[namespace] = max(left, 0.0)
+
+    def holdings(self) -> Mapping[str, tuple[str, float]]:
+        """Read-only view: uid -> (namespace, cost per hour) of every placed pod."""
+        return MappingProxyType(self._held)
 
     def summary(self) -> dict[str, dict[str, float | None]]:
         names = set(self._caps) | set(self._spent)

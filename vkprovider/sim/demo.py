@@ -3,8 +3,9 @@
 ``up`` starts the control plane, two fakecloud servers (cheap and premium), then
 ``vkprovider serve --config deploy/examples/demo-config.yaml``; applies
 ``deploy/examples/inference.yaml`` and prints pod -> provider -> price -> phase as the pods come
-up. Everything stays running; the last line is ``export KUBECONFIG=...``. ``down`` stops it all
-by PID. Progress goes to stderr, the export line to stdout.
+up. Everything stays running; the last line is ``export KUBECONFIG=... PATH=...`` (as
+``make cluster-up`` prints). ``down`` stops it all by PID. Progress goes to stderr, the export
+line to stdout.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 import yaml
 
 from vkprovider.devcluster import Cluster, StartupError
+from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.cluster import run_root
 from vkprovider.devcluster.process import Process, ensure_port_free, spawn
 from vkprovider.kube.client import KubeClient
@@ -153,7 +155,8 @@ async def up() -> int:
         else "\nnot every replica became Ready in time; see the logs"
     )
     _say(f"logs: {logs}   admin API: http://127.0.0.1:{ADMIN_PORT}/state   stop with: make demo-down")
-    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    # The same line as `make cluster-up`: kubectl is the pinned v1.36 client, not the machine's.
+    print(f"export KUBECONFIG={cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH")
     return 0 if done else 1
 
 
