@@ -18,10 +18,11 @@ from vkprovider.gate.config import TaintConfig
 from vkprovider.kube import resources
 from vkprovider.kube.client import JSON, MERGE_PATCH, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeNotFound
+from vkprovider.retry import retrying
 
 log = logging.getLogger(__name__)
 
-_CONFLICT_RETRIES = 8
+_CONFLICT_RETRIES = 12
 
 
 def is_ours(taint: Mapping[str, Any], cfg: TaintConfig) -> bool:
@@ -58,30 +59,35 @@ class TaintWriter:
         return has_taint(await resources.get_node(self._kube, self.node_name), self.cfg)
 
     async def set(self, present: bool) -> bool:
-        """Bring the node to ``present``; True if a write was needed. Raises ``KubeNotFound``
-        when the node is gone and ``KubeConflict`` if it kept changing under every retry."""
-        for _ in range(_CONFLICT_RETRIES):
-            node = await resources.get_node(self._kube, self.node_name)
-            if node is None:
-                raise KubeNotFound(404, f"node {self.node_name} not found")
-            current = list((node.get("spec") or {}).get("taints") or [])
-            wanted = with_taint(current, self.cfg, present)
-            if wanted == current:
-                return False
-            patch = {
-                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                "spec": {"taints": wanted},
-            }
-            try:
-                await self._kube.request(
-                    "PATCH", f"/api/v1/nodes/{self.node_name}", body=patch, content_type=MERGE_PATCH
-                )
-            except KubeConflict:
-                self.conflicts += 1
-                log.info("node %s changed under the taint write; re-reading", self.node_name)
-                continue
-            self.writes += 1
-            return True
-        raise KubeConflict(
-            409, f"node {self.node_name}: taints kept changing under {_CONFLICT_RETRIES} writes"
-        )
+        """Bring the node to ``present``; True if a write was needed. A 409 (someone wrote the
+        node meanwhile) re-reads and recomputes, with backoff. Raises ``KubeNotFound`` when the
+        node is gone and ``KubeConflict`` if it kept changing under every retry."""
+        async for attempt in retrying(
+            base=0.02, cap=1.0, attempts=_CONFLICT_RETRIES, retry_on=(KubeConflict,)
+        ):
+            with attempt:
+                return await self._write(present)
+        raise AssertionError("unreachable: retrying re-raises the last conflict")
+
+    async def _write(self, present: bool) -> bool:
+        node = await resources.get_node(self._kube, self.node_name)
+        if node is None:
+            raise KubeNotFound(404, f"node {self.node_name} not found")
+        current = list((node.get("spec") or {}).get("taints") or [])
+        wanted = with_taint(current, self.cfg, present)
+        if wanted == current:
+            return False
+        patch = {
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": wanted},
+        }
+        try:
+            await self._kube.request(
+                "PATCH", f"/api/v1/nodes/{self.node_name}", body=patch, content_type=MERGE_PATCH
+            )
+        except KubeConflict:
+            self.conflicts += 1
+            log.info("node %s changed under the taint write; re-reading", self.node_name)
+            raise
+        self.writes += 1
+        return True
