@@ -123,3 +123,26 @@ def test_a_selector_matching_no_node_is_refused_at_start_up(
     assert result.returncode == 2, result.stderr
     assert "gate.signal.kube.node_selector: 'pool=no-such-pool' matches no node" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_standalone_gate_taints_and_sigterm_leaves_it(
+    cluster: Cluster, cloud: Any, kube: KubeClient, tmp_path: Path
+) -> None:
+    node = f"vk-{uuid.uuid4().hex[:8]}"
+    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    log = tmp_path / "gate.log"
+    proc = run("gate", write_config(tmp_path, node, cloud.url, GATE), cluster, log)
+    try:
+
+        async def tainted() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return any(t["key"] == GATE_TAINT for t in await node_taints(kube, node))
+
+        await eventually(tainted, timeout=60)
+        assert await stop(proc) == 0
+        assert GATE_TAINT in [t["key"] for t in await node_taints(kube, node)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")
