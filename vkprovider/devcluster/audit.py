@@ -72,8 +72,9 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def accesses(events: Iterable[dict[str, Any]], user: str) -> set[Access]:
-    """The resource requests ``user`` made that the authorizer allowed."""
+def accesses(events: Iterable[dict[str, Any]], user: str, decision: str = "allow") -> set[Access]:
+    """The resource requests ``user`` made that the authorizer decided ``decision`` on
+    (``allow``, or ``forbid``: a request the RBAC under test refused)."""
     found: set[Access] = set()
     for event in events:
         if (event.get("user") or {}).get("username") != user:
@@ -81,7 +82,7 @@ def accesses(events: Iterable[dict[str, Any]], user: str) -> set[Access]:
         ref = event.get("objectRef")
         if not ref:  # a non-resource URL (/version, /api): not an RBAC resource rule
             continue
-        if (event.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow":
+        if (event.get("annotations") or {}).get("authorization.k8s.io/decision") != decision:
             continue
         resource = str(ref.get("resource") or "")
         if ref.get("subresource"):
@@ -96,3 +97,32 @@ def accesses(events: Iterable[dict[str, Any]], user: str) -> set[Access]:
             )
         )
     return found
+
+
+#: a granted rule: (verb, group, resource, namespace), namespace ``*`` for a ClusterRole
+Rule = tuple[str, str, str, str]
+
+
+def granted_rules(docs: Iterable[dict[str, Any]]) -> set[Rule]:
+    """Every (verb, group, resource, namespace) the ClusterRoles and Roles in ``docs`` grant."""
+    found: set[Rule] = set()
+    for doc in docs:
+        if doc.get("kind") not in ("ClusterRole", "Role"):
+            continue
+        scope = doc["metadata"].get("namespace") or "*"
+        for rule in doc.get("rules") or []:
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        found.add((verb, group, resource, scope))
+    return found
+
+
+def unused_rules(granted: Iterable[Rule], used: Iterable[Access]) -> set[Rule]:
+    """The granted rules no request in ``used`` needed (a Role's rule only counts in its namespace)."""
+    seen = list(used)
+    return {
+        rule
+        for rule in granted
+        if not any((a.verb, a.group, a.resource) == rule[:3] and rule[3] in ("*", a.namespace) for a in seen)
+    }
