@@ -362,3 +362,28 @@ def assert_every_rule_used(cluster: Cluster) -> None:
         print(f"  {verb:7} {group or 'core'}/{resource:22} {','.join(namespaces)}")
     for rule, why in sorted(KEPT_ANYWAY.items()):
         print(f"  kept, not exercised here: {rule[0]} {rule[1] or 'core'}/{rule[2]}: {why}")
+
+
+async def test_env_reads_can_be_scoped_to_namespaces(applied: Cluster, tmp_path: Path) -> None:
+    """deploy/components/namespaced-env: Secrets/ConfigMaps readable only where bound."""
+
+    def can_get_secrets(namespace: str) -> bool:
+        done = kubectl(
+            applied, "auth", "can-i", f"--as={USER}", "get", "secrets", "-n", namespace, check=False
+        )
+        return done.stdout.strip() == "yes"
+
+    kubectl(applied, "create", "namespace", "inference")
+    (tmp_path / "kustomization.yaml").write_text(
+        rendering.with_component(rendering.DEPLOY / "components" / "namespaced-env", tmp_path)
+    )
+    try:
+        kubectl(applied, "delete", "clusterrolebinding", "vkprovider-env")  # an existing install
+        kubectl(applied, "apply", "--server-side", "-k", str(tmp_path))
+        assert can_get_secrets("inference")
+        assert not can_get_secrets("default")
+        assert not can_get_secrets("kube-system")
+    finally:
+        kubectl(applied, "apply", "--server-side", "-k", str(rendering.TARGETS["base"]))
+        kubectl(applied, "delete", "namespace", "inference", "--wait=false")
+    assert can_get_secrets("default")

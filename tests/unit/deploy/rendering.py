@@ -9,6 +9,7 @@ Regenerate after editing a manifest:
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,17 @@ def service_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
     cm_name = volumes["config"]["configMap"]["name"]
     config: dict[str, Any] = yaml.safe_load(one(docs, "ConfigMap", cm_name)["data"]["config.yaml"])
     return config
+
+
+def with_component(component: Path, directory: Path) -> str:
+    """A kustomization (to write in ``directory``) of the base plus the ``component`` directory;
+    kustomize wants relative paths."""
+    base = os.path.relpath(TARGETS["base"], directory)
+    comp = os.path.relpath(component, directory)
+    return (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {base}\ncomponents:\n  - {comp}\n"
+    )
 
 
 def main() -> int:

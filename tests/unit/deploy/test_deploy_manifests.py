@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,36 @@ def test_verify_runtime_fails_on_a_package_missing_from_the_lock(tmp_path: Path)
     lock.write_text("\n".join(line for line in full.splitlines() if not line.startswith("pyyaml==")))
     assert verify.main(str(ROOT / "requirements.lock")) == 0  # this venv: all pinned
     assert verify.main(str(lock)) == 1
+
+
+def test_namespaced_env_replaces_the_cluster_wide_binding(tmp_path: Path) -> None:
+    component = DEPLOY / "components" / "namespaced-env"
+    (tmp_path / "kustomization.yaml").write_text(rendering.with_component(component, tmp_path))
+    docs = objects(rendering.render(tmp_path))
+    assert not list(find(docs, "ClusterRoleBinding", "vkprovider-env"))
+    (binding,) = list(find(docs, "RoleBinding", "vkprovider-env"))
+    assert binding["roleRef"]["kind"] == "ClusterRole" and binding["roleRef"]["name"] == "vkprovider-env"
+    assert binding["metadata"]["namespace"] == "inference"
+    assert len(list(find(docs, "ClusterRoleBinding"))) == 1  # the core one stays
+
+
+STAND_IN_POLICY = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n"
+
+
+def test_the_descheduler_component_wraps_the_policy(tmp_path: Path) -> None:
+    """The wrapping, with the gate's policy.yaml when present (else a stand-in: the policy is
+    the gate work's, on its own branch)."""
+    component = tmp_path / "descheduler"
+    component.mkdir()
+    shutil.copy(DEPLOY / "descheduler" / "kustomization.yaml", component)
+    policy = DEPLOY / "descheduler" / "policy.yaml"
+    text = policy.read_text() if policy.is_file() else STAND_IN_POLICY
+    (component / "policy.yaml").write_text(text)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(rendering.with_component(component, overlay))
+    docs = objects(rendering.render(overlay))
+    cm = one(docs, "ConfigMap", "descheduler-policy-configmap")
+    assert cm["metadata"]["namespace"] == "kube-system"
+    assert cm["data"]["policy.yaml"] == text
+    one(docs, "Deployment", "vkprovider")  # the base is untouched
