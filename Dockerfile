@@ -34,9 +34,11 @@ RUN groupadd --system --gid 10001 vkprovider \
       --shell /usr/sbin/nologin vkprovider
 COPY --from=build /opt/vkprovider /opt/vkprovider
 # Bytecode is compiled at build time: the root filesystem is read-only at run time.
+# Anything that wants a writable cache dir gets the /tmp emptyDir of the Deployment.
 ENV PATH=/opt/vkprovider/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    MPLCONFIGDIR=/tmp/matplotlib
 USER 10001:10001
 EXPOSE 10250 10255
 ENTRYPOINT ["vkprovider"]
