@@ -55,6 +55,8 @@ KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     ("get", "", "pods"): "re-read of a pod after a 409 on its status write (only under a race)",
     ("create", "authentication.k8s.io", "tokenreviews"): "kubelet API / admin API authentication",
     ("create", "authorization.k8s.io", "subjectaccessreviews"): "kubelet API / admin API authorization",
+    ("create", "certificates.k8s.io", "certificatesigningrequests"): "kubelet serving cert (kubelet.csr)",
+    ("get", "certificates.k8s.io", "certificatesigningrequests"): "kubelet serving cert (kubelet.csr)",
 }
 GATE_RULES = {
     ("list", "", "nodes"): "the gate's kube capacity signal (node informer; `gate:` in the config)",
