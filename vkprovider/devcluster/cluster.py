@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-from vkprovider.devcluster import kwok, pki
+from vkprovider.devcluster import audit, kwok, pki
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 
@@ -57,6 +57,8 @@ class Cluster:
     admin: pki.CertPair
     processes: list[Process] = field(default_factory=list)
     gpu_nodes: list[str] = field(default_factory=list)
+    #: users whose requests the apiserver writes to ``audit_log`` (see ``devcluster.audit``)
+    audit_users: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -70,9 +72,11 @@ class Cluster:
         *,
         gpus_per_node: int = kwok.GPUS_PER_NODE,
         pod_delays: bool = False,
+        audit_users: tuple[str, ...] = (),
     ) -> Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
-        replicas, Job pods that run a while), for tests of the return path."""
+        replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
+        apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``)."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -97,6 +101,7 @@ class Cluster:
             kubeconfig=workdir / "kubeconfig",
             ca_cert=ca.pair.cert,
             admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
+            audit_users=tuple(audit_users),
         )
         try:
             await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays)
@@ -175,6 +180,7 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *(audit.apiserver_args(self.workdir, self.audit_users) if self.audit_users else []),
             ],
             logs,
         )
@@ -272,6 +278,11 @@ class Cluster:
             processes=[Process.from_json(p) for p in state["processes"]],
             gpu_nodes=list(state["gpu_nodes"]),
         )
+
+    @property
+    def audit_log(self) -> Path | None:
+        """The apiserver's JSON audit log, when started with ``audit_users``."""
+        return self.workdir / audit.LOG_FILE if self.audit_users else None
 
     def running(self) -> bool:
         return bool(self.processes) and all(p.alive() for p in self.processes)
