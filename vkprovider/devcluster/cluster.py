@@ -67,7 +67,10 @@ class Cluster:
         gpu_nodes: int = 2,
         workdir: Path | None = None,
         toolchain: Toolchain | None = None,
+        *,
+        kueue: bool = False,
     ) -> Cluster:
+        """``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`)."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -94,13 +97,25 @@ class Cluster:
             admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
         )
         try:
-            await cluster._boot(toolchain, ca, api_port, gpu_nodes)
+            await cluster._boot(toolchain, ca, api_port, gpu_nodes, kueue=kueue)
+            if kueue:
+                from vkprovider.devcluster.kueue import start_kueue
+
+                await start_kueue(cluster)
         except BaseException:
             await cluster.stop()
             raise
         return cluster
 
-    async def _boot(self, tc: Toolchain, ca: pki.CertificateAuthority, api_port: int, gpu_nodes: int) -> None:
+    async def _boot(
+        self,
+        tc: Toolchain,
+        ca: pki.CertificateAuthority,
+        api_port: int,
+        gpu_nodes: int,
+        *,
+        kueue: bool = False,
+    ) -> None:
         pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
         serving = ca.issue(
             pki_dir,
@@ -203,7 +218,12 @@ class Cluster:
             ],
             logs,
         )
-        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port()), logs)
+        kwok_args = kwok.args(self.kubeconfig, free_port())
+        if kueue:  # training pods run as long as their Job says (see devcluster.kueue)
+            from vkprovider.devcluster.kueue import kwok_stage_args
+
+            kwok_args += await asyncio.to_thread(kwok_stage_args, self.workdir)
+        self._spawn(tc, "kwok", kwok_args, logs)
 
         self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
         async with self.http() as client:
