@@ -41,6 +41,7 @@ from vkprovider.preflight import (
     port_problem,
     url_fields,
 )
+from vkprovider.quota.config import QuotaConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -181,6 +182,7 @@ class Settings(BaseModel):
     providers: list[ProviderConfig] = Field(default=[], validate_default=True)
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    quota: QuotaConfig | None = None
     log_json: bool = False
     log_level: str = "INFO"
 
