@@ -90,3 +90,18 @@ def test_config_names_the_bad_reserve_field() -> None:
         QuotaConfig(cluster_queue="training", reserve={"cpu": "a lot"})
     with pytest.raises(ValueError, match="cluster_queue"):
         QuotaConfig.model_validate({})
+
+
+def test_event_text_names_the_nodes_that_moved() -> None:
+    from vkprovider.quota.sync import _node_changes
+
+    before = {"a": "healthy", "b": "healthy", "c": "cordoned"}
+    now = [
+        node_state(node("a", unschedulable=True), RESOURCES, []),
+        node_state(node("c"), RESOURCES, []),
+        node_state(node("d", ready="False"), RESOURCES, []),
+    ]
+    assert (
+        _node_changes(before, now)
+        == "a left (cordoned), b left (deleted), c joined (was cordoned), d not counted (NotReady)"
+    )
