@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -185,7 +186,9 @@ async def start_kueue(cluster: Cluster, toolchain: KueueToolchain | None = None)
             run,
             cert_dir,
         )
-        cluster.processes.append(spawn("kueue", binary, args, cluster.workdir / "logs"))
+        proc = spawn("kueue", binary, args, cluster.workdir / "logs")
+        # after the exec through unshare and sh, /proc shows the kueue binary as argv0
+        cluster.processes.append(dataclasses.replace(proc, binary=str(toolchain.binary)))
         cluster.save()
 
         async def ready() -> bool:

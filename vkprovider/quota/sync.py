@@ -58,9 +58,15 @@ class QuotaSync:
         """Sync until cancelled. Raises ``QuotaTargetError`` at start if the target is missing."""
         tasks = [asyncio.create_task(i.run()) for i in (self._nodes, self._queues)]
         try:
-            await asyncio.wait_for(
-                asyncio.gather(self._nodes.synced.wait(), self._queues.synced.wait()), timeout=60
-            )
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(self._nodes.synced.wait(), self._queues.synced.wait()), timeout=60
+                )
+            except TimeoutError:
+                raise QuotaTargetError(
+                    "could not list Nodes and ClusterQueues within 60s: is the apiserver reachable "
+                    "and Kueue's API (kueue.x-k8s.io/v1beta2) installed?"
+                ) from None
             cfg = self._config
             locate(self._queue(), cfg.cluster_queue, cfg.flavor, cfg.resources)  # fail fast, no writes
             while True:
