@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 KUEUE_NAMESPACE = "kueue-system"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WEBHOOK_API = "/apis/admissionregistration.k8s.io/v1"
+_APPLY_SECONDS = 120.0
 _METRICS_CERTS = "/etc/kueue/metrics/certs"
 #: Webhook paths kept: Kueue's own kinds and the batch/v1 Job integration.
 _KEEP_WEBHOOK = ("kueue-x-k8s-io", "batch-v1-job")
@@ -138,12 +139,13 @@ def _wrapped(binary: Path, args: list[str], run: Path, cert_dir: Path) -> tuple[
 
 
 async def _apply(client: httpx.AsyncClient, path: str, obj: dict[str, Any]) -> None:
-    resp = await client.post(path, json=obj)
+    # CRDs are large and a loaded apiserver takes a while to store and index them
+    resp = await client.post(path, json=obj, timeout=_APPLY_SECONDS)
     if resp.status_code == 409:
         name = obj["metadata"]["name"]
-        current = await client.get(f"{path}/{name}")
+        current = await client.get(f"{path}/{name}", timeout=_APPLY_SECONDS)
         obj["metadata"]["resourceVersion"] = current.json()["metadata"]["resourceVersion"]
-        resp = await client.put(f"{path}/{name}", json=obj)
+        resp = await client.put(f"{path}/{name}", json=obj, timeout=_APPLY_SECONDS)
     if resp.status_code >= 300:
         raise StartupError(f"applying {obj.get('kind')} {obj['metadata']['name']}: {resp.text[:300]}")
 
@@ -151,7 +153,8 @@ async def _apply(client: httpx.AsyncClient, path: str, obj: dict[str, Any]) -> N
 async def _established(client: httpx.AsyncClient, names: list[str]) -> bool:
     for name in names:
         resp = await client.get(f"{CRD_PATH}/{name}")
-        conditions = resp.json().get("status", {}).get("conditions", []) if resp.status_code == 200 else []
+        status = (resp.json().get("status") or {}) if resp.status_code == 200 else {}
+        conditions = status.get("conditions") or []
         if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
             return False
     return True

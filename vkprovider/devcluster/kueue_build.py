@@ -53,13 +53,20 @@ class KueueToolchain:
 
 def go_module_dir(module: str, version: str) -> Path:
     """Where a module's source sits in the Go module cache (downloaded from the proxy if absent)."""
-    out = _run(
+    done = subprocess.run(
         [_go(), "mod", "download", "-json", f"{module}@{version}"],
-        Path.home(),
-        f"locate {module}@{version}",
-        env={"GOFLAGS": "-mod=mod"},
+        cwd=Path.home(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
     )
-    return Path(json.loads(out[out.index("{") :])["Dir"])
+    try:
+        return Path(json.loads(done.stdout)["Dir"])
+    except (ValueError, KeyError):
+        raise BuildError(
+            f"could not fetch {module}@{version} from the Go module proxy: {(done.stderr or done.stdout)[-500:]}"
+        ) from None
 
 
 def build_kueue(toolchain: KueueToolchain | None = None) -> KueueToolchain:
