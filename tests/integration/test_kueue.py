@@ -365,6 +365,52 @@ async def test_hand_edits_are_overwritten_only_in_the_synced_field(
     assert (await client.get(CQ)).json()["spec"]["queueingStrategy"] == "StrictFIFO"
 
 
+async def test_admitted_training_pods_preempt_inference_on_full_local_nodes(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    """Quota follows allocatable, not free GPUs: Kueue admits, the scheduler preempts inference."""
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    inference = []
+    for i in range(6):  # 6 x 4 GPUs fill the three local nodes
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"infer-{i}", "namespace": NS, "labels": {"app": "inference"}},
+            "spec": {
+                "nodeSelector": {"pool": "local-gpu"},
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": "server:test",
+                        "resources": {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}},
+                    }
+                ],
+            },
+        }
+        resp = await client.post(f"/api/v1/namespaces/{NS}/pods", json=pod)
+        assert resp.status_code == 201, resp.text
+        inference.append(pod["metadata"]["name"])
+
+    async def inference_running() -> int:
+        resp = await client.get(f"/api/v1/namespaces/{NS}/pods", params={"labelSelector": "app=inference"})
+        return sum(1 for p in resp.json()["items"] if p["status"].get("phase") == "Running")
+
+    await eventually(lambda: _at_least(inference_running(), 6), timeout=90)
+    training = await submit(client, "train-e", pods=2, run_for="1h")  # 8 GPUs
+    await eventually(lambda: admitted(client, training), timeout=90)
+    await eventually(lambda: running(client, training, 2), timeout=120)
+    assert await inference_running() <= 4  # two inference pods made room
+    print(f"[kueue preemption] {training}: 2 pods Running after preempting inference", file=sys.stderr)
+    await finish_pods(client, training)
+    await eventually(lambda: complete(client, training), timeout=90)
+    for name in inference:
+        await client.delete(f"/api/v1/namespaces/{NS}/pods/{name}", params={"gracePeriodSeconds": 0})
+
+
+async def _at_least(count: Any, want: int) -> bool:
+    return bool(await count >= want)
+
+
 async def test_deleted_and_not_ready_nodes_leave_the_quota(
     kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
 ) -> None:
