@@ -472,3 +472,87 @@ async def _with(found: Any, needle: str) -> str | None:
         if needle in event["message"]:
             return str(event["message"])
     return None
+
+
+async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_syncing(
+    kcluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    """Runs last: one healthy local node (8 GPUs) is left. A queue of its own, so the in-process
+    sync of the other tests is not the one writing."""
+    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    resources = [
+        {"name": "nvidia.com/gpu", "nominalQuota": 1},
+        {"name": "cpu", "nominalQuota": 1},
+        {"name": "memory", "nominalQuota": "1Gi"},
+    ]
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "training-2"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+                    "flavors": [{"name": "local-gpu", "resources": resources}],
+                }
+            ],
+        },
+    }
+    resp = await client.post(path, json=cq)
+    assert resp.status_code == 201, resp.text
+    config = kcluster.workdir / "quota-leader.yaml"
+    config.write_text(
+        f"kube:\n  kubeconfig: {kcluster.kubeconfig}\n"
+        "leader_election:\n  enabled: true\n  namespace: default\n"
+        "quota:\n  cluster_queue: training-2\n  interval_seconds: 2\n"
+    )
+    replicas = {}
+    for identity in ("replica-a", "replica-b"):
+        replicas[identity] = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vkprovider",
+            "quota",
+            "--config",
+            str(config),
+            env={**os.environ, "VKPROVIDER_LEADER_ELECTION__IDENTITY": identity},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    lease_path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-quota-training-2"
+
+    async def holder() -> str | None:
+        resp = await client.get(lease_path)
+        return resp.json()["spec"].get("holderIdentity") if resp.status_code == 200 else None
+
+    async def gpus_of_training_2() -> int:
+        body = (await client.get(f"{path}/training-2")).json()
+        return int(body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+    try:
+        leader = await eventually(holder, timeout=60)
+        assert leader in replicas
+        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+        replicas[leader].terminate()
+        assert await asyncio.wait_for(replicas[leader].wait(), timeout=30) == 0
+        successor = await eventually(lambda: _other(holder(), leader), timeout=60)
+        print(f"[kueue leader] {leader} stopped, {successor} took over", file=sys.stderr)
+        body = (await client.get(f"{path}/training-2")).json()
+        body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 3
+        assert (await client.put(f"{path}/training-2", json=body)).status_code == 200
+        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+    finally:
+        for proc in replicas.values():
+            if proc.returncode is None:
+                proc.terminate()
+                await asyncio.wait_for(proc.wait(), timeout=30)
+
+
+async def _equals(value: Any, want: int) -> bool:
+    return bool(await value == want)
+
+
+async def _other(value: Any, not_this: str) -> str | None:
+    got = await value
+    return got if got and got != not_this else None
