@@ -365,6 +365,32 @@ async def test_hand_edits_are_overwritten_only_in_the_synced_field(
     assert (await client.get(CQ)).json()["spec"]["queueingStrategy"] == "StrictFIFO"
 
 
+async def test_dry_run_computes_the_change_and_writes_nothing(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    cq = (await client.get(CQ)).json()
+    kube = await KubeClient.connect(str(kcluster.kubeconfig))
+    recorder = EventRecorder(kube, component="vkprovider-quota", host="test-dry")
+    reserve = {"nvidia.com/gpu": "10"}
+    dry = QuotaSync(kube, QuotaConfig(cluster_queue="training", reserve=reserve, dry_run=True), recorder)
+    task = asyncio.create_task(dry.run())
+    try:
+
+        async def planned() -> bool:
+            return dry.rounds > 0
+
+        await eventually(planned, timeout=60)
+        assert dry.last_plan is not None
+        assert dry.last_plan.changes["nvidia.com/gpu"] == (24, 14)
+        assert dry.writes == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+    assert (await client.get(CQ)).json()["spec"] == cq["spec"]
+
+
 async def test_admitted_training_pods_preempt_inference_on_full_local_nodes(
     kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
 ) -> None:
@@ -436,7 +462,7 @@ async def test_deleted_and_not_ready_nodes_leave_the_quota(
 async def test_a_missing_queue_or_flavor_is_a_clear_error_and_writes_nothing(
     kcluster: Cluster, client: httpx.AsyncClient
 ) -> None:
-    version = (await client.get(CQ)).json()["metadata"]["resourceVersion"]
+    spec = (await client.get(CQ)).json()["spec"]
     kube = await KubeClient.connect(str(kcluster.kubeconfig))
     try:
         recorder = EventRecorder(kube, component="vkprovider-quota", host="test")
@@ -448,7 +474,7 @@ async def test_a_missing_queue_or_flavor_is_a_clear_error_and_writes_nothing(
                 await asyncio.wait_for(QuotaSync(kube, config, recorder).run(), timeout=60)
     finally:
         await kube.close()
-    assert (await client.get(CQ)).json()["metadata"]["resourceVersion"] == version
+    assert (await client.get(CQ)).json()["spec"] == spec  # nothing written
 
     config = kcluster.workdir / "quota-bad.yaml"
     config.write_text(f"kube:\n  kubeconfig: {kcluster.kubeconfig}\nquota:\n  cluster_queue: nope\n")

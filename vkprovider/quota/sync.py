@@ -24,6 +24,7 @@ from vkprovider.quota import metrics
 from vkprovider.quota.capacity import NodeState, in_pool, node_state, offered
 from vkprovider.quota.config import QuotaConfig
 from vkprovider.quota.plan import Plan, QuotaTargetError, format_quantity, in_use, locate, patch_ops, plan
+from vkprovider.retry import Backoff
 from vkprovider.translate.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class QuotaSync:
         self._written: dict[str, Decimal] = {}  #: what this run last wrote (to spot hand edits)
         self._counted: dict[str, str] = {}  #: node -> state when the quota was last written
         self.writes = 0
+        self.rounds = 0  #: completed sync rounds (a dry run is observable through these two)
+        self.last_plan: Plan | None = None
 
     def _changed(self, _kind: str, _old: JSON | None, _new: JSON) -> None:
         self._dirty.set()
@@ -69,8 +72,18 @@ class QuotaSync:
                 ) from None
             cfg = self._config
             locate(self._queue(), cfg.cluster_queue, cfg.flavor, cfg.resources)  # fail fast, no writes
+            backoff = Backoff(base=1.0, cap=cfg.interval_seconds * 6, jitter=0.5)
             while True:
-                await self.sync_once()
+                try:
+                    self.last_plan = await self.sync_once()
+                    self.rounds += 1
+                    backoff.reset()
+                except Exception:  # a bug or an odd object must not end the sync for good
+                    delay = backoff.next()
+                    log.exception("quota sync round failed; retrying in %.1fs", delay)
+                    metrics.WRITES.labels("crashed").inc()
+                    await asyncio.sleep(delay)
+                    continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._dirty.wait(), timeout=cfg.interval_seconds)
                 await asyncio.sleep(_DEBOUNCE_SECONDS)  # a burst of node events makes one write
