@@ -73,10 +73,15 @@ class Cluster:
         gpus_per_node: int = kwok.GPUS_PER_NODE,
         pod_delays: bool = False,
         audit_users: tuple[str, ...] = (),
+        kueue: bool = False,
     ) -> Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
         replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
-        apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``)."""
+        apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``).
+        ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`), whose kwok
+        stages replace the ``pod_delays`` ones (the two cannot be combined yet)."""
+        if pod_delays and kueue:
+            raise ValueError("pod_delays and kueue each bring their own kwok pod stages; choose one")
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -104,7 +109,11 @@ class Cluster:
             audit_users=tuple(audit_users),
         )
         try:
-            await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays)
+            await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays, kueue=kueue)
+            if kueue:
+                from vkprovider.devcluster.kueue import start_kueue
+
+                await start_kueue(cluster)
         except BaseException:
             await cluster.stop()
             raise
@@ -118,6 +127,8 @@ class Cluster:
         gpu_nodes: int,
         gpus_per_node: int = kwok.GPUS_PER_NODE,
         pod_delays: bool = False,
+        *,
+        kueue: bool = False,
     ) -> None:
         pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
         serving = ca.issue(
@@ -226,7 +237,12 @@ class Cluster:
         if pod_delays:
             stages = self.workdir / "kwok-stages.yaml"
             stages.write_text(kwok.POD_STAGES)
-        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port(), stages), logs)
+        kwok_args = kwok.args(self.kubeconfig, free_port(), stages)
+        if kueue:  # training pods run as long as their Job says (see devcluster.kueue)
+            from vkprovider.devcluster.kueue import kwok_stage_args
+
+            kwok_args += await asyncio.to_thread(kwok_stage_args, self.workdir)
+        self._spawn(tc, "kwok", kwok_args, logs)
 
         self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
         async with self.http() as client:
