@@ -1,0 +1,73 @@
+"""The long chaos run, behind ``make chaos`` (skipped unless ``VKPROVIDER_CHAOS_LONG=1``): every
+fault kind, each injected at least twice, with two replicas under leader election.
+
+Adds to the small run: timeouts longer than the adapter's deadline, a provider unreachable for a
+minute, kube-apiserver SIGKILLed and restarted, etcd restarted, and leadership moved between the
+replicas by partitioning the leader from the apiserver (so each replica loses and regains terms).
+Length: ``VKPROVIDER_CHAOS_SECONDS`` (default 900) of faults, then settling and the invariants.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.chaos import invariants
+from tests.chaos.conftest import chaos_seed
+from tests.chaos.faults import FAULTS
+from tests.chaos.report import Report
+from tests.chaos.rig import Plan
+from tests.chaos.runs import chaos_run
+from vkprovider.devcluster import Cluster
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.chaos,
+    pytest.mark.skipif(not os.environ.get("VKPROVIDER_CHAOS_LONG"), reason="long chaos run: make chaos"),
+]
+
+PLAN = Plan(
+    faults=sorted(FAULTS),
+    seconds=float(os.environ.get("VKPROVIDER_CHAOS_SECONDS", "900")),
+    replicas=2,
+    deployments=4,
+    max_replicas=3,
+    window=(12.0, 25.0),
+    outage_seconds=60.0,
+    settle_timeout=300.0,
+)
+
+
+@pytest.fixture(scope="module")
+async def run(cluster: Cluster) -> AsyncIterator[Report]:
+    yield await chaos_run(cluster, "long", chaos_seed(), PLAN)
+
+
+async def test_every_deployment_has_its_replicas_running(run: Report) -> None:
+    invariants.replicas_running(run)
+
+
+async def test_no_pod_is_lost(run: Report) -> None:
+    invariants.no_pod_lost(run)
+
+
+async def test_no_deployment_is_orphaned(run: Report) -> None:
+    invariants.no_orphan(run)
+
+
+async def test_no_uid_has_two_live_deployments(run: Report) -> None:
+    invariants.no_twin(run)
+
+
+async def test_no_key_is_stuck_in_the_queue(run: Report) -> None:
+    invariants.no_stuck_key(run)
+
+
+async def test_no_secret_value_in_logs_or_events(run: Report) -> None:
+    invariants.no_secret_leak(run)
+
+
+async def test_the_service_never_exited_by_itself(run: Report) -> None:
+    invariants.no_crash(run)
