@@ -34,3 +34,7 @@ def no_secret_leak(run: Report) -> None:
 
 def no_crash(run: Report) -> None:
     assert not run.crashes, run.crashes
+
+
+def no_loop_crash(run: Report) -> None:
+    assert not run.loop_crashes, "\n".join(f.text for f in run.loop_crashes)

@@ -8,6 +8,9 @@ window (plus a grace for its after-effects) contains that moment, or to "churn o
 from __future__ import annotations
 
 import asyncio
+import calendar
+import copy
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +43,7 @@ class Report:
     stuck_queue: list[str] = field(default_factory=list)
     secret_leaks: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
+    loop_crashes: list[Finding] = field(default_factory=list)
     unconverged: list[str] = field(default_factory=list)
     table: str = ""
     ledger_entries: int = 0
@@ -55,6 +59,7 @@ class Report:
             *_section("keys stuck in the queue", self.stuck_queue),
             *_section("secret values in logs/Events", self.secret_leaks),
             *_section("service exits nobody caused", self.crashes),
+            *_section("supervised loops that crashed and restarted", [f.text for f in self.loop_crashes]),
             f"  ledger entries checked: {self.ledger_entries}",
             self.table,
         ]
@@ -141,8 +146,34 @@ async def collect(rig: Rig) -> Report:
         for code, tail in replica.exits:
             last = tail.splitlines()[-1] if tail else ""
             report.crashes.append(f"{replica.identity}: exit {code}: {last[:200]}")
+    for replica in rig.replicas:
+        report.loop_crashes += loop_crashes(replica.identity, replica.log.read_text(errors="replace"))
     report.table = table(rig, report)
     return report
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+_CRASH = re.compile(r"task (\S+) crashed; restarting")
+
+
+def loop_crashes(identity: str, text: str) -> list[Finding]:
+    """``supervise`` lines ("task X crashed; restarting") with the exception that ended the
+    traceback under them: a loop of the service died and was restarted."""
+    found: list[Finding] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        crash, stamp = _CRASH.search(line), _STAMP.match(line)
+        if not crash or not stamp:
+            continue
+        at = calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
+        cause = ""
+        for following in lines[i + 1 :]:
+            if _STAMP.match(following):
+                break
+            if following.strip() and not following.startswith((" ", "Traceback", "During handling")):
+                cause = following.strip()
+        found.append(Finding(at, f"{identity}: {crash.group(1)} crashed: {cause[:200]}"))
+    return found
 
 
 def _waiting_reason(pod: JSON) -> str:
@@ -200,8 +231,8 @@ async def _secret_leaks(rig: Rig) -> list[str]:
 def table(rig: Rig, report: Report) -> str:
     """fault x times injected x pods affected x lost / orphaned / duplicated."""
     kinds = sorted({w.kind for w in rig.windows})
-    rows = {k: {"times": 0, "pods": set(), "lost": 0, "orphaned": 0, "duplicated": 0} for k in kinds}
-    rows["churn only"] = {"times": 0, "pods": set(), "lost": 0, "orphaned": 0, "duplicated": 0}
+    empty = {"times": 0, "pods": set(), "lost": 0, "orphaned": 0, "duplicated": 0, "crashes": 0}
+    rows = {k: copy.deepcopy(empty) for k in [*kinds, "churn only"]}
     for window in rig.windows:
         row = rows[window.kind]
         row["times"] += 1
@@ -223,12 +254,15 @@ def table(rig: Rig, report: Report) -> str:
             rows[attribute(finding.at)][column] += 1
     rows["churn only"]["pods"] = set(rig.pods)
     rows["churn only"]["times"] = sum(rig.churn.values())
-    header = f"{'fault':<20} {'injected':>8} {'pods':>5} {'lost':>5} {'orphaned':>8} {'duplicated':>10}"
+    header = (
+        f"{'fault':<20} {'injected':>8} {'pods':>5} {'lost':>5} {'orphaned':>8} {'duplicated':>10} "
+        f"{'loop crashes':>12}"
+    )
     lines = [header, "-" * len(header)]
     for kind, row in rows.items():
         lines.append(
             f"{kind:<20} {row['times']:>8} {len(row['pods']):>5} {row['lost']:>5} "
-            f"{row['orphaned']:>8} {row['duplicated']:>10}"
+            f"{row['orphaned']:>8} {row['duplicated']:>10} {row['crashes']:>12}"
         )
     churn = ", ".join(f"{k} {v}" for k, v in sorted(rig.churn.items()))
     lines.append(f"(churn only: all pods of the run; injected = churn actions: {churn})")
