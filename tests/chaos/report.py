@@ -154,6 +154,7 @@ async def collect(rig: Rig) -> Report:
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 _CRASH = re.compile(r"task (\S+) crashed; restarting")
+_EXC = re.compile(r"^([A-Za-z_][\w.]*): ")
 
 
 def loop_crashes(identity: str, text: str) -> list[Finding]:
@@ -166,12 +167,15 @@ def loop_crashes(identity: str, text: str) -> list[Finding]:
         if not crash or not stamp:
             continue
         at = calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
-        cause = ""
+        causes = []
         for following in lines[i + 1 :]:
             if _STAMP.match(following):
                 break
-            if following.strip() and not following.startswith((" ", "Traceback", "During handling")):
-                cause = following.strip()
+            core = following.lstrip(" |+-")  # exception groups indent their sub-tracebacks
+            exc = _EXC.match(core)
+            if exc and exc.group(1) not in ("ExceptionGroup", "BaseExceptionGroup"):
+                causes.append(core.strip())
+        cause = causes[-1] if causes else ""
         found.append(Finding(at, f"{identity}: {crash.group(1)} crashed: {cause[:200]}"))
     return found
 
