@@ -253,6 +253,7 @@ def table(rig: Rig, report: Report) -> str:
         ("lost", report.lost),
         ("orphaned", report.orphans),
         ("duplicated", report.duplicates),
+        ("crashes", report.loop_crashes),
     ):
         for finding in findings:
             rows[attribute(finding.at)][column] += 1
