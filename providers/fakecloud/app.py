@@ -7,11 +7,13 @@ admin endpoint always works and tests can turn the misbehaviour off again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from .admin import admin_router
 from .config import FakeCloudConfig, Knobs
@@ -55,6 +57,10 @@ async def _chaos(store: Store, request: Request) -> Response | None:
     if delay > 0:
         await asyncio.sleep(delay)
     if hang < knobs.timeout_rate:
+        # Take the whole request first: the client gives up during the hang, and the request is
+        # still processed afterwards, as a real cloud may do with a create it already received.
+        with contextlib.suppress(ClientDisconnect):
+            await request.body()
         await asyncio.sleep(knobs.hang_seconds)
     if limited < knobs.rate_limit_rate:
         retry = f"{knobs.retry_after_seconds:g}"
@@ -117,6 +123,11 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(_: Request, exc: ClientDisconnect) -> Response:
+        """The client gave up (its deadline passed during a hang): nobody reads the answer."""
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -180,3 +180,20 @@ def test_ip_range_config_and_reuse_of_freed_addresses() -> None:
     assert derived.prefixlen == 18 and derived.subnet_of(ipaddress.IPv4Network("10.0.0.0/8"))
     assert not derived.overlaps(ipaddress.IPv4Network("10.0.0.0/24"))  # the cluster's service IPs
     assert ip_network(config(), 18081) != ip_network(config(), 18082)
+
+
+async def test_a_create_that_timed_out_on_the_client_still_happens(
+    server: FakeCloudServer, admin: httpx.AsyncClient
+) -> None:
+    await admin.patch("/knobs", json={"timeout_rate": 1.0, "hang_seconds": 0.5, "paths": ["/v1/deployments"]})
+    impatient = FakeCloudProvider("p", FakeCloudProvider.Settings(url=server.url, timeout_seconds=0.1))
+    try:
+        with pytest.raises(Transient, match="timed out"):
+            await impatient.deploy(request("late"))
+    finally:
+        await impatient.close()
+    await eventually(lambda: _has(server, "late"), timeout=5, interval=0.05)
+
+
+async def _has(server: FakeCloudServer, uid: str) -> bool:
+    return uid in server.store.deployments
