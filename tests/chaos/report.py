@@ -195,13 +195,19 @@ async def _unconverged(rig: Rig, pods: list[JSON]) -> list[str]:
     for d in deployments.get("items", []):
         app = d["spec"]["selector"]["matchLabels"]["app"]
         mine = [p for p in pods if p["metadata"].get("labels", {}).get("app") == app]
-        states = ", ".join(
-            f"{p['metadata']['name'][-5:]}={p['status'].get('phase')}"
-            + ("(terminating)" if p["metadata"].get("deletionTimestamp") else "")
-            for p in mine
-        )
+        states = ", ".join(f"{p['metadata']['name'][-5:]}={_state(p)}" for p in mine)
         out.append(f"{app}: want {d['spec']['replicas']}: {states}")
     return out
+
+
+def _state(pod: JSON) -> str:
+    phase = str(pod["status"].get("phase"))
+    if pod["metadata"].get("deletionTimestamp"):
+        return phase + "(terminating)"
+    ready = next((c for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"), None)
+    if phase == "Running" and ready is not None and ready["status"] != "True":
+        return f"Running(Ready={ready['status']} since {ready.get('lastTransitionTime')})"
+    return phase
 
 
 async def _queue_drains(rig: Rig) -> list[str]:

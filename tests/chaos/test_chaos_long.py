@@ -57,6 +57,13 @@ async def run(cluster: Cluster) -> AsyncIterator[Report]:
     yield await chaos_run(cluster, "long", chaos_seed(), PLAN)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="finding (not in issue 10's list): when the node goes NotReady (etcd restart, apiserver "
+    "down, leadership lost past node-monitor-grace-period) kube-controller-manager sets the pods' "
+    "Ready=False; the service never writes Ready=True back once the node is Ready again (it only "
+    "writes when the provider's status changes), so Deployments stay unavailable",
+)
 async def test_every_deployment_has_its_replicas_running(run: Report) -> None:
     invariants.replicas_running(run)
 
