@@ -148,19 +148,25 @@ async def etcd_restarted(rig: Rig, rng: random.Random, seconds: float) -> str:
 
 
 async def leadership_moved(rig: Rig, rng: random.Random, seconds: float) -> str:
-    """Partition the leader from the apiserver until the other replica holds the Lease, then heal:
-    the old leader stands by, and the next move hands leadership back to it (a regained term)."""
+    """Move leadership away and back: partition the leader from the apiserver until the other
+    replica holds the Lease, heal, let the new leader place pods (two force-deleted, so their
+    replacements are created in its term), then do the same to it. The first replica regains a
+    term with whatever it cached in the last one (issue 10 defect 1 is that path)."""
     if len(rig.replicas) < 2:
         return "skipped: one replica"
-    before = await rig.lease_holder()
-    proxy = rig.proxies[before]
-    proxy.block()
-    try:
-        moved = await rig.wait_for(lambda: _holder_changed(rig, before), timeout=60)
-    finally:
-        proxy.unblock()
-    await asyncio.sleep(seconds)
-    return f"{before} -> {await rig.lease_holder()}" if moved else f"{before}: did not move in 60s"
+    moves = []
+    for _ in range(2):
+        before = await rig.lease_holder()
+        proxy = rig.proxies[before]
+        proxy.block()
+        try:
+            moved = await rig.wait_for(lambda b=before: _holder_changed(rig, b), timeout=60)
+        finally:
+            proxy.unblock()
+        moves.append(f"{before}->{await rig.lease_holder()}" if moved else f"{before}: stuck 60s")
+        await rig.force_delete_some(rng, 2)
+        await asyncio.sleep(seconds / 2)
+    return ", ".join(moves)
 
 
 async def _holder_changed(rig: Rig, before: str) -> bool:

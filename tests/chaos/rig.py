@@ -370,6 +370,16 @@ class Rig:
                 await self.kube("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", grace)
             self.churn[action] = self.churn.get(action, 0) + 1
 
+    async def force_delete_some(self, rng: random.Random, count: int) -> None:
+        pods = sorted(
+            p["metadata"]["name"]
+            for p in await self.list_pods() or []
+            if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"
+        )
+        for name in rng.sample(pods, min(count, len(pods))):
+            path = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+            await self.kube("DELETE", path, {"gracePeriodSeconds": 0})
+
     async def _provoke(self, rng: random.Random, seconds: float) -> None:
         """Make the fault meet creates and deletes: force-delete two pods once it is in place
         (their replacements are created under the fault), delete one gracefully halfway."""
