@@ -23,6 +23,9 @@ class LedgerEntry(BaseModel):
     uid: str
     deployment_id: str
     provider: str
+    #: the listening port of the instance ("" in-process without a server): several instances
+    #: may share a provider name, never a port
+    instance: str = ""
     offer_id: str
     gpu_type: str
     gpus: int
@@ -52,10 +55,11 @@ class Overlap:
 
     def describe(self) -> str:
         until = "still" if self.until is None else f"{self.until - self.since:.1f}s"
-        return (
-            f"pod uid {self.uid}: {self.first.provider}/{self.first.deployment_id} and "
-            f"{self.second.provider}/{self.second.deployment_id} both live ({until})"
-        )
+        return f"pod uid {self.uid}: {_where(self.first)} and {_where(self.second)} both live ({until})"
+
+
+def _where(entry: LedgerEntry) -> str:
+    return f"{entry.provider}{'@' + entry.instance if entry.instance else ''}/{entry.deployment_id}"
 
 
 def overlaps(entries: Iterable[LedgerEntry]) -> list[Overlap]:

@@ -103,6 +103,7 @@ class Store:
         #: ``clock() + wall_offset`` is unix time (the ledger's axis), also under a fake clock.
         self.wall_offset = time.time() - clock()
         self.ips = IpPool(ip_network(config, port))
+        self.port = port
         #: every deployment ever accepted, by provider id (see ledger.py)
         self.ledger: dict[str, LedgerEntry] = {}
         #: monotonic time an admin-requested outage ends (None: no timed outage)
@@ -205,6 +206,7 @@ class Store:
             uid=request.uid,
             deployment_id=deployment.provider_id,
             provider=self.config.provider,
+            instance=str(self.port) if self.port else "",
             offer_id=offer.entry.id,
             gpu_type=offer.entry.gpu_type,
             gpus=offer.entry.gpu_count,

@@ -26,13 +26,14 @@ class Clock:
 
 
 async def test_ledger_bills_from_create_to_delete(
-    provider: FakeCloudProvider, admin: httpx.AsyncClient
+    provider: FakeCloudProvider, admin: httpx.AsyncClient, server: FakeCloudServer
 ) -> None:
     await provider.deploy(request("a"))
     await provider.deploy(request("a"))  # idempotent: still one bill
     first = (await admin.get("/ledger")).json()
     [entry] = first["entries"]
     assert entry["uid"] == "a" and entry["ended_at"] is None and entry["provider"] == "fc-test"
+    assert entry["instance"] == str(server.port)
     assert (entry["offer_id"], entry["gpu_type"], entry["gpus"], entry["price_per_hour"]) == (
         "a100",
         "A100-SXM-80GB",
