@@ -22,6 +22,7 @@ from tests.chaos.rig import Rig
 
 JSON = dict[str, Any]
 AFTER_EFFECT_SECONDS = 15.0
+BILL_TAIL_SECONDS = 10.0
 #: summaries of the runs of this session, printed by conftest's terminal summary
 PRINTED: list[str] = []
 ANNOTATION_PROVIDER = "vkprovider.io/provider"
@@ -47,6 +48,8 @@ class Report:
     unconverged: list[str] = field(default_factory=list)
     table: str = ""
     ledger_entries: int = 0
+    #: informational: deployments that billed on > BILL_TAIL_SECONDS after their pod was gone
+    bill_tails: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [
@@ -61,6 +64,9 @@ class Report:
             *_section("service exits nobody caused", self.crashes),
             *_section("supervised loops that crashed and restarted", [f.text for f in self.loop_crashes]),
             f"  ledger entries checked: {self.ledger_entries}",
+            *_section(
+                f"(info) bills running on > {BILL_TAIL_SECONDS:.0f}s after the pod was gone", self.bill_tails
+            ),
             self.table,
         ]
         return "\n".join(lines)
@@ -114,6 +120,14 @@ async def collect(rig: Rig) -> Report:
     for uid, at in rig.sampled_twins.items():
         if not any(f.text.startswith(f"pod uid {uid}") for f in report.duplicates):
             report.duplicates.append(Finding(at, f"pod uid {uid}: live on two clouds at a sample"))
+
+    for entry in entries:
+        trace = rig.pods.get(entry.uid)
+        if trace is None or entry.uid in by_uid:
+            continue  # not seen by the sampler, or the pod still exists
+        tail = (entry.ended_at if entry.ended_at is not None else now) - trace.last_seen
+        if tail > BILL_TAIL_SECONDS:
+            report.bill_tails.append(f"{trace.name} on {entry.provider}: {tail:.0f}s")
 
     # Orphans: a deployment whose pod is gone, or placed elsewhere, or terminal but billing.
     open_bills = {(e.provider, e.uid) for e in entries if e.ended_at is None}
