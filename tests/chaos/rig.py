@@ -279,8 +279,8 @@ class Rig:
     # --- the run --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Churn and sample throughout; inject every planned fault (each at least once, in a
-        seeded order) until the fault phase is over; then clear everything."""
+        """Churn and sample throughout; inject the planned faults in seeded rounds until the fault
+        phase is over and each was injected at least once; then clear everything."""
         tasks = [
             asyncio.create_task(self._churn(random.Random(f"{self.seed}/churn"))),
             asyncio.create_task(self._sample()),
@@ -292,10 +292,8 @@ class Rig:
         end = loop.time() + self.plan.seconds
         order: list[str] = []
         try:
-            while loop.time() < end or order:
+            while loop.time() < end or not set(self.plan.faults) <= {w.kind for w in self.windows}:
                 if not order:
-                    if loop.time() >= end:
-                        break
                     order = sorted(self.plan.faults)
                     rng.shuffle(order)
                 kind = order.pop()
