@@ -89,15 +89,6 @@ async def collect(rig: Rig) -> Report:
     if not report.converged:
         report.unconverged = await _unconverged(rig, pods)
 
-    # Lost: Failed without a reason at any sample; a deployment the service deleted or lost
-    # though nobody deleted the pod nor did the cloud lose it; stuck where nobody will move it.
-    for uid, trace in rig.pods.items():
-        if trace.unexplained_failure_at is not None:
-            report.lost.append(
-                Finding(trace.unexplained_failure_at, f"{trace.name}: Failed without a reason")
-            )
-        if trace.reason == "ProviderLost" and uid not in rig.injected_losses:
-            report.lost.append(Finding(trace.last_seen, f"{trace.name}: ProviderLost but no cloud lost it"))
     for pod in pods:
         phase = pod["status"].get("phase")
         name = pod["metadata"]["name"]
@@ -115,6 +106,31 @@ async def collect(rig: Rig) -> Report:
         body = await rig.admin(cloud, "GET", "/ledger")
         entries += [LedgerEntry.model_validate(e) for e in body["entries"]]
     report.ledger_entries = len(entries)
+
+    # Lost: Failed without a reason at any sample; ProviderLost though no cloud lost it (with
+    # the ledger's word on who ended each deployment of the UID); stuck where nobody moves it.
+    bills: dict[str, list[LedgerEntry]] = {}
+    for entry in entries:
+        bills.setdefault(entry.uid, []).append(entry)
+    for uid, trace in rig.pods.items():
+        if trace.unexplained_failure_at is not None:
+            report.lost.append(
+                Finding(trace.unexplained_failure_at, f"{trace.name}: Failed without a reason")
+            )
+        if trace.reason == "ProviderLost" and uid not in rig.injected_losses:
+            ended = [e for e in bills.get(uid, []) if e.ended_at is not None]
+            how = "; ".join(
+                f"{e.provider}/{e.deployment_id} {e.end_reason} at {time.strftime('%H:%M:%S', time.gmtime(e.ended_at))}"
+                for e in ended
+                if e.ended_at is not None
+            )
+            at = min((e.ended_at for e in ended if e.ended_at is not None), default=trace.last_seen)
+            report.lost.append(
+                Finding(
+                    at,
+                    f"{trace.name} ({uid[:8]}): ProviderLost but no cloud lost it; ledger: {how or 'none'}",
+                )
+            )
     for overlap in overlaps(entries):
         report.duplicates.append(Finding(overlap.since, overlap.describe()))
     for uid, at in rig.sampled_twins.items():
