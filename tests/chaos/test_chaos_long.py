@@ -57,23 +57,10 @@ async def run(cluster: Cluster) -> AsyncIterator[Report]:
     yield await chaos_run(cluster, "long", chaos_seed(), PLAN)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="finding (not in issue 10's list): when the node goes NotReady (etcd restart, apiserver "
-    "down, leadership lost past node-monitor-grace-period) kube-controller-manager sets the pods' "
-    "Ready=False; the service never writes Ready=True back once the node is Ready again (it only "
-    "writes when the provider's status changes), so Deployments stay unavailable",
-)
 async def test_every_deployment_has_its_replicas_running(run: Report) -> None:
     invariants.replicas_running(run)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 defect 1: a replica that regains the Lease runs the orphan collector on its "
-    "stale pod cache and deletes deployments of pods the other replica placed (ledger: end_reason "
-    "'deleted' right after 'became leader'); the pods go Failed/ProviderLost",
-)
 async def test_no_pod_is_lost(run: Report) -> None:
     invariants.no_pod_lost(run)
 
@@ -82,11 +69,6 @@ async def test_no_deployment_is_orphaned(run: Report) -> None:
     invariants.no_orphan(run)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 defect 2: after an ambiguous create (5xx, the deployment exists) placement fails "
-    "over to the next provider without reconciling the first: twin deployments bill at once",
-)
 async def test_no_uid_has_two_live_deployments(run: Report) -> None:
     invariants.no_twin(run)
 
@@ -103,11 +85,5 @@ async def test_the_service_never_exited_by_itself(run: Report) -> None:
     invariants.no_crash(run)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 defects 3 and 4: a watch cut mid-stream (aiohttp ClientPayloadError/"
-    "TransferEncodingError from KubeClient.stream) and a killed gRPC plugin (provider.info() "
-    "Transient in DeploymentTracker.run) crash the pod-controller TaskGroup",
-)
 async def test_no_supervised_loop_of_the_service_crashed(run: Report) -> None:
     invariants.no_loop_crash(run)

@@ -54,11 +54,6 @@ async def test_no_deployment_is_orphaned(run: Report) -> None:
     invariants.no_orphan(run)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 defect 2: after an ambiguous create (5xx, the deployment exists) placement fails "
-    "over to the next provider without reconciling the first: twin deployments bill at once",
-)
 async def test_no_uid_has_two_live_deployments(run: Report) -> None:
     invariants.no_twin(run)
 
@@ -75,11 +70,5 @@ async def test_the_service_never_exited_by_itself(run: Report) -> None:
     invariants.no_crash(run)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 defects 3 and 4: a watch cut mid-stream (aiohttp ClientPayloadError/"
-    "TransferEncodingError from KubeClient.stream) and a killed gRPC plugin (provider.info() "
-    "Transient in DeploymentTracker.run) crash the pod-controller TaskGroup",
-)
 async def test_no_supervised_loop_of_the_service_crashed(run: Report) -> None:
     invariants.no_loop_crash(run)

@@ -36,10 +36,29 @@ def _relevant_annotations(meta: JSON) -> dict[str, str]:
     return {k: v for k, v in (meta.get("annotations") or {}).items() if k not in SERVICE_ANNOTATIONS}
 
 
+#: Conditions another writer may take away from a pod we run (the node-lifecycle controller sets
+#: Ready=False on every pod of a node it saw NotReady); we must write our truth back.
+_OWN_CONDITIONS = ("Ready", "ContainersReady")
+
+
+def _lost_condition(old: JSON, new: JSON) -> bool:
+    """A condition we own went from True to something else (not necessarily by us)."""
+
+    def true_ones(pod: JSON) -> set[str]:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        return {c.get("type") for c in conditions if c.get("status") == "True"} & set(_OWN_CONDITIONS)
+
+    return bool(true_ones(old) - true_ones(new))
+
+
 def is_relevant_change(old: JSON | None, new: JSON) -> bool:
-    """Re-sync on spec, label, annotation or deletion changes; ignore status-only updates and
-    the annotations the service writes itself (re-queuing on those would cancel a backoff)."""
+    """Re-sync on spec, label, annotation or deletion changes, and when Ready/ContainersReady
+    went from True to not-True (the node-lifecycle controller does that after the node was
+    NotReady); ignore other status-only updates and the annotations the service writes itself
+    (re-queuing on those would cancel a backoff)."""
     if old is None:
+        return True
+    if _lost_condition(old, new):
         return True
     om, nm = old["metadata"], new["metadata"]
     if om.get("uid") != nm.get("uid"):

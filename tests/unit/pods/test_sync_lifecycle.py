@@ -3,6 +3,7 @@ graceful deletion, provider outages, conditions other writers own, and the write
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pod_sync_fakes import NODE, gpu_pod, world
@@ -239,3 +240,30 @@ async def test_deleting_after_a_restart_asks_the_provider_the_pod_names() -> Non
     assert await fresh.run(pod) is None
     assert w.cloud.deletes == [("uid-1", 30.0)] and "uid-1" not in w.cloud.deployments
     assert w.kube.pod("ns", "p") is None
+
+
+async def test_ready_taken_away_by_another_writer_is_written_back() -> None:
+    """The node-lifecycle controller sets Ready=False on a NotReady node's pods; once the node is
+    back, the provider's truth (serving) must reach the pod again."""
+    from vkprovider.pods.podview import is_relevant_change
+
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(w.kube.pod("ns", "p") or pod)
+    ready = w.kube.pod("ns", "p")
+    assert ready is not None
+    marked = copy.deepcopy(ready)
+    for condition in marked["status"]["conditions"]:
+        if condition["type"] in ("Ready", "ContainersReady"):
+            condition["status"] = "False"
+    assert is_relevant_change(ready, marked)  # a status-only change, but one we must answer
+    assert not is_relevant_change(marked, ready)  # our own write back is not re-queued again
+    w.kube.pods[("ns", "p")]["status"] = marked["status"]
+    await w.run(w.kube.pod("ns", "p") or marked)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None
+    ready_now = {c["type"]: c["status"] for c in shown["status"]["conditions"]}
+    assert ready_now["Ready"] == "True" and ready_now["ContainersReady"] == "True"
