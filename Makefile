@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml requirements.lock
 	@echo "installing the pinned environment into $(VENV)" >&2
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]' >&2
+	@# The editable install resolves imports through an import hook that mypy cannot see; a plain
+	@# .pth path entry for the checkout lets type checkers of out-of-repo adapters find vkprovider.
+	@$(BIN)/python -c 'import site, sys; open(site.getsitepackages()[0] + "/vkprovider-typing.pth", "w").write(sys.argv[1] + "\n")' $(CURDIR)
 	@touch $(STAMP)
 
 lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
