@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
+.PHONY: install lint docs test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml requirements.lock
 
 lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
 	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
+
+docs: install  ## regenerate docs/plugin-api.md from the plugin API (a test checks it is current)
+	$(BIN)/python -m vkprovider.contract.apidoc docs/plugin-api.md
 
 proto: install
 	$(BIN)/python -m vkprovider.plugins.grpc.generate
