@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint docs test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -23,6 +23,14 @@ lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
 
 docs: install  ## regenerate docs/plugin-api.md from the plugin API (a test checks it is current)
 	$(BIN)/python -m vkprovider.contract.apidoc docs/plugin-api.md
+
+# The Go starter's generated messages (sdk/go/README.md): pinned protoc-gen-go + grpcio-tools' protoc.
+GO_MODULE := github.com/vkprovider/vkprovider/sdk/go
+go-proto: install
+	cd sdk/go && GOBIN=$(CURDIR)/sdk/go/.bin go install google.golang.org/protobuf/cmd/protoc-gen-go
+	$(BIN)/python -m grpc_tools.protoc --plugin=protoc-gen-go=sdk/go/.bin/protoc-gen-go -Iproto \
+	  --go_out=sdk/go --go_opt=module=$(GO_MODULE) \
+	  --go_opt=Mvkprovider/v1/provider.proto=$(GO_MODULE)/vkproviderv1 proto/vkprovider/v1/provider.proto
 
 proto: install
 	$(BIN)/python -m vkprovider.plugins.grpc.generate
