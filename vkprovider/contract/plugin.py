@@ -64,5 +64,6 @@ def pytest_collection_modifyitems(
             continue
         path = importlib.import_module(name).__file__
         assert path is not None
-        module = pytest.Module.from_parent(session, path=Path(path))
+        nodeid = name.replace(".", "/") + ".py"  # the suite's own name, wherever it is installed
+        module = pytest.Module.from_parent(session, path=Path(path), nodeid=nodeid)
         items.extend(item for item in session.genitems(module) if isinstance(item, pytest.Item))
