@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-unit chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -13,10 +13,24 @@ $(STAMP): pyproject.toml requirements.lock
 	@echo "installing the pinned environment into $(VENV)" >&2
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]' >&2
+	@# The editable install resolves imports through an import hook that mypy cannot see; a plain
+	@# .pth path entry for the checkout lets type checkers of out-of-repo adapters find vkprovider.
+	@$(BIN)/python -c 'import site, sys; open(site.getsitepackages()[0] + "/vkprovider-typing.pth", "w").write(sys.argv[1] + "\n")' $(CURDIR)
 	@touch $(STAMP)
 
 lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
 	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
+
+docs: install  ## regenerate docs/plugin-api.md from the plugin API (a test checks it is current)
+	$(BIN)/python -m vkprovider.contract.apidoc docs/plugin-api.md
+
+# The Go starter's generated messages (sdk/go/README.md): pinned protoc-gen-go + grpcio-tools' protoc.
+GO_MODULE := github.com/vkprovider/vkprovider/sdk/go
+go-proto: install
+	cd sdk/go && GOBIN=$(CURDIR)/sdk/go/.bin go install google.golang.org/protobuf/cmd/protoc-gen-go
+	$(BIN)/python -m grpc_tools.protoc --plugin=protoc-gen-go=sdk/go/.bin/protoc-gen-go -Iproto \
+	  --go_out=sdk/go --go_opt=module=$(GO_MODULE) \
+	  --go_opt=Mvkprovider/v1/provider.proto=$(GO_MODULE)/vkproviderv1 proto/vkprovider/v1/provider.proto
 
 proto: install
 	$(BIN)/python -m vkprovider.plugins.grpc.generate

@@ -18,19 +18,26 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 PROTO_DIR = os.environ.get("VKPROVIDER_PROTO_DIR", str(Path(__file__).resolve().parents[2] / "proto"))
-sys.path.append(PROTO_DIR)
+# Load the proto under a private top-level name: as ``vkprovider/v1/...`` its generated module
+# would be ``vkprovider.v1.provider_pb2``, unimportable wherever vkprovider itself is installed.
+_PRIVATE = Path(tempfile.mkdtemp(prefix="minimal-plugin-"))
+shutil.copytree(Path(PROTO_DIR) / "vkprovider" / "v1", _PRIVATE / "minimal_plugin_proto")
+sys.path.append(str(_PRIVATE))
 
 import grpc  # noqa: E402
 from google.protobuf import any_pb2  # noqa: E402
 from grpc_health.v1 import health, health_pb2_grpc  # noqa: E402
 
-pb, services = grpc.protos_and_services("vkprovider/v1/provider.proto")
+pb, services = grpc.protos_and_services("minimal_plugin_proto/provider.proto")
+shutil.rmtree(_PRIVATE, ignore_errors=True)  # loaded: the copy is no longer needed
 
 
 async def fail(context, status: grpc.StatusCode, code: str, message: str) -> None:

@@ -1,26 +1,24 @@
-"""Build every adapter's provider in every transport variant (see harness.py and README.md)."""
+"""vkprovider's own run of the contract suite: every bundled adapter's harness, through the plugin.
+
+The fixtures are the plugin's (``vkprovider.contract.fixtures``); only ``harness`` is overridden,
+parametrized over every ``harness_*.py`` here (see README.md).
+"""
 
 from __future__ import annotations
 
 import importlib
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from contract_support import CALL_TIMEOUT, plugin_supervisor
-from harness import Harness
 
-from vkprovider.config import ProviderConfig
-from vkprovider.plugins.api import Provider
-from vkprovider.plugins.grpc.client import GrpcProvider
-from vkprovider.plugins.grpc.server import serve_adapter
-from vkprovider.plugins.guard import guard
-from vkprovider.plugins.registry import build_provider, instantiate
+from vkprovider.contract.fixtures import node, provider, variant
+from vkprovider.contract.harness import Harness
+
+__all__ = ["node", "provider", "variant"]
 
 HERE = Path(__file__).parent
 HARNESSES = sorted(p.stem for p in HERE.glob("harness_*.py"))
-VARIANTS = ("inprocess", "grpc", "subprocess")
 
 
 @pytest.fixture(scope="session", params=HARNESSES)
@@ -34,44 +32,3 @@ async def harness(
         pytest.skip(f"{module_name}: adapter not importable: {exc}")
     async with module.harness(tmp_path_factory.mktemp(module_name)) as started:
         yield started
-
-
-@pytest.fixture(scope="session", params=VARIANTS)
-async def provider(
-    request: pytest.FixtureRequest, harness: Harness, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Provider]:
-    """A ready provider for ``harness`` in one transport variant (its name says which)."""
-    variant: str = request.param
-    name = f"contract-{variant}"
-    if variant == "inprocess":
-        provider = build_provider(
-            ProviderConfig(name=name, adapter=harness.adapter, settings=harness.settings())
-        )
-        yield provider
-        await provider.close()
-    elif variant == "grpc":
-        sockdir = tmp_path_factory.mktemp("sock")
-        adapter = instantiate(harness.adapter, name, harness.settings())
-        server = await serve_adapter(adapter, f"unix:{sockdir}/p.sock")
-        provider = guard(GrpcProvider.dial(name, server.address, call_timeout=CALL_TIMEOUT))
-        yield provider
-        await provider.close()
-        await server.stop(0)
-        await adapter.close()
-    else:
-        if not harness.shared_backend:
-            pytest.skip("harness knobs do not reach a plugin subprocess")
-        supervisor = plugin_supervisor(harness, name, tmp_path_factory.mktemp("plugin"))
-        provider = guard(GrpcProvider(name, supervisor, call_timeout=CALL_TIMEOUT))
-        yield provider
-        await provider.close()
-
-
-@pytest.fixture
-def variant(provider: Provider) -> str:
-    return provider.name.removeprefix("contract-")
-
-
-@pytest.fixture
-def node() -> str:
-    return f"node-{uuid.uuid4().hex[:8]}"

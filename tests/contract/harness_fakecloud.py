@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import DelayStats, Harness, Op
 from vkprovider_fakecloud.config import parse_config
 from vkprovider_fakecloud.server import FakeCloudServer, running_fakecloud
 
+from vkprovider.contract.harness import DelayStats, Harness, Op
 from vkprovider.plugins.api import (
     InvalidRequest,
     NoCapacity,

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Harness, Op
 
+from vkprovider.contract.harness import Harness, Op
 from vkprovider.devcluster import Cluster, Toolchain
 from vkprovider.plugins.api import Container, DeploymentRequest
 

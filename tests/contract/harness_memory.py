@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import DelayStats, Harness, Op
 from pydantic import BaseModel
 
+from vkprovider.contract.harness import DelayStats, Harness, Op
 from vkprovider.errors import provider_error_from_code
 from vkprovider.plugins.api import (
     LABEL_NODE_NAME,

@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import respx
-from harness import DelayStats, Harness, Op
 
+from vkprovider.contract.harness import DelayStats, Harness, Op
 from vkprovider.plugins.api import (
     Container,
     DeploymentRequest,

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 import respx
-from harness import DelayStats, Harness, Op
 from harness_runpod import load_spec_helper
 
+from vkprovider.contract.harness import DelayStats, Harness, Op
 from vkprovider.plugins.api import (
     Container,
     DeploymentRequest,

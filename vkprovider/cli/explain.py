@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,14 +91,29 @@ async def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(decision_dict(decision) | {"refresh_errors": errors}, indent=2))
     else:
-        print(render_table(decision, max_rejections=args.max_rejections))
+        print(_with_pod_name(render_table(decision, max_rejections=args.max_rejections), decision, pod))
         for name, error in sorted(errors.items()):
             print(f"offers from {name} unavailable: {error}")
     return 0 if decision.candidates else 1
+
+
+def pod_label(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` of the manifest (a dry run's UID is a placeholder, not a name)."""
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '(unnamed)'}"
+
+
+def _with_pod_name(table: str, decision: Decision, pod: Mapping[str, Any]) -> str:
+    heading, sep, rest = table.partition("\n")
+    heading = heading.replace(f"decision for pod {decision.uid}", f"decision for pod {pod_label(pod)}", 1)
+    return heading + sep + rest
 
 
 def run(args: argparse.Namespace) -> int:
     from vkprovider import logs
 
     logs.configure("ERROR")  # provider failures are part of the output below, not log noise
+    # A plugin's start failures (and its stderr) are the "offers from X unavailable" lines: logged
+    # too, they came out once more, on stderr, after the table.
+    logging.getLogger("vkprovider.plugins.grpc.supervisor").setLevel(logging.CRITICAL)
     return asyncio.run(_run(args))

@@ -1,4 +1,5 @@
-"""``vkprovider plugin serve``: run any in-process adapter as an out-of-process gRPC plugin.
+"""``vkprovider plugin serve``: run any in-process adapter as an out-of-process gRPC plugin;
+``vkprovider plugin new``: write a new adapter package (``plugin_new.py``).
 
 Prints the handshake line (``vkprovider-plugin|1|<address>``) on stdout once serving, so the
 service's plugin supervisor (or a human) knows where to connect; logs go to stderr. SIGTERM or
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from vkprovider.cli.plugin_new import generate
 from vkprovider.config import load_settings
 from vkprovider.errors import ConfigError
 from vkprovider.plugins.grpc.handshake import ADDRESS_ENV, format_handshake
@@ -44,6 +46,17 @@ def register(subparsers: Any) -> None:
     )
     serve.add_argument("--grace", type=float, default=5.0, help="seconds to drain calls on SIGTERM")
     serve.set_defaults(handler=_serve)
+    new = sub.add_parser("new", help="write a new adapter package that passes the contract suite")
+    new.add_argument("name", help="adapter name, lower case with dashes (e.g. acme-gpu)")
+    new.add_argument("--out", type=Path, help="directory to create (default: ./vkprovider-NAME)")
+    new.set_defaults(handler=_new)
+
+
+def _new(args: argparse.Namespace) -> int:
+    out: Path = args.out or Path(f"vkprovider-{args.name}")
+    generate(args.name, out)
+    print(f"wrote {out}/: cd {out} && pip install -e '.[test]' && pytest")
+    return 0
 
 
 def _settings_for(adapter: str, name: str | None, path: Path | None) -> tuple[str, dict[str, Any]]:

@@ -5,10 +5,13 @@ An adapter is a class with a nested pydantic ``Settings`` model and a constructo
 entry-point group. It implements :class:`Provider`, and optionally :class:`SupportsLogs` and
 :class:`SupportsWatch` (declared through ``ProviderInfo.capabilities``).
 
-Contract rules (the contract suite in ``tests/contract/`` checks every one):
+Contract rules (the contract suite, :mod:`vkprovider.contract`, checks every one; the field-level
+reference is docs/plugin-api.md):
 
 * ``deploy`` MUST be idempotent on ``request.uid``: deploying the same UID twice yields one
-  deployment, and the second call returns its current status.
+  deployment, and the second call returns its current status — also when several calls for a
+  new UID arrive at once (hold :class:`UidLocks` around "look up, create if missing", or use the
+  cloud's idempotency key / "already exists" answer).
 * ``delete`` of an unknown UID MUST succeed.
 * ``list(node_name)`` MUST return only deployments labelled for that node
   (``DeploymentRequest.tags()`` holds the labels to attach).

@@ -105,6 +105,8 @@ class PluginSupervisor:
         self._stopping = False
         self.backoff_until = 0.0
         self._last_error = ""
+        #: the command itself could not be executed (e.g. no such binary) on the last try
+        self._cannot_run = False
         self._sockdir: str | None = None
         self._log_tasks: set[asyncio.Task[None]] = set()
 
@@ -134,6 +136,8 @@ class PluginSupervisor:
                 raise Transient("plugin is shutting down", provider=self.name)
             if self._channel is not None and self._serving:
                 return self._channel
+            if self._cannot_run:  # a missing binary stays missing: no restart to promise
+                raise Transient(f"plugin cannot start: {self._last_error}", provider=self.name)
             if loop.time() < self.backoff_until:
                 wait = self.backoff_until - loop.time()
                 raise Transient(
@@ -196,7 +200,9 @@ class PluginSupervisor:
                 env=env,
             )
         except OSError as exc:
+            self._cannot_run = True
             raise PluginStartError(f"cannot run {self.config.command[0]!r}: {exc}") from None
+        self._cannot_run = False
         self.process = proc
         assert proc.stdout is not None and proc.stderr is not None
         self._pipe_to_log(proc.stderr, logging.WARNING)
