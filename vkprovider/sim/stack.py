@@ -55,7 +55,18 @@ def gate_supported() -> bool:
 def gate_section(s: Scenario) -> dict[str, Any]:
     """The serve config's ``gate:`` section: kube signal on the local pool, thresholds that fit
     the fleet, short timings because the day is compressed; the scenario may override any key."""
-    base: dict[str, Any] = {}
+    smallest = min(w.gpus for w in s.workloads)
+    base: dict[str, Any] = {
+        "signal": {"kind": "kube", "kube": {"node_selector": kwok.GPU_POOL_SELECTOR}},
+        "taint": {"key": GATE_TAINT_KEY, "value": "available", "effect": "NoSchedule"},
+        "taint_at_free_gpus": max(2, smallest),
+        "untaint_below_free_gpus": smallest,
+        # real seconds: the loop runs in wall time while the day is compressed
+        "dwell_seconds": 3,
+        "min_flip_interval_seconds": 5,
+        "interval_seconds": 1,
+        "signal_timeout_seconds": 30,
+    }
     return {**base, **s.runtime.gate}
 
 
