@@ -77,22 +77,36 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             ax.text(x, top * 0.82, f" {EVENT_LABELS[a.kind]} {a.subject}", rotation=90, fontsize=8, va="top")
     ax.set_ylim(0, top)
     ax.set_ylabel("inference replicas")
-    ax.set_title(f"{s.name}: inference replicas, training, gate and spend over the simulated day", pad=24)
+    ax.set_title(f"{s.name}: inference replicas, training, gate and spend over the simulated day", pad=34)
     spend_ax = ax.twinx()
     spend = [spend_rate(rec.ledgers, x.t) for x in samples]
-    spend_ax.step(xs, spend, where="post", color="#6c3483", linewidth=2, label="external spend rate")
+    spend_ax.step(
+        xs, spend, where="post", color="#6c3483", linewidth=2, label="external spend rate ($/h, ledgers)"
+    )
+    if any(x.service_spend_rate is not None for x in samples):
+        own = [x.service_spend_rate or 0.0 for x in samples]
+        spend_ax.step(
+            xs,
+            own,
+            where="post",
+            color="#a569bd",
+            linewidth=1.2,
+            linestyle="--",
+            label="vkprovider's own spend account",
+        )
     spend_ax.set_ylabel("external spend ($/h)")
     spend_ax.set_ylim(0, max([*spend, 1.0]) * 1.35)
     handles, names = ax.get_legend_handles_labels()
-    handles += [Patch(color="#3498db", alpha=0.15), *spend_ax.get_legend_handles_labels()[0]]
-    names += ["training job", "external spend rate ($/h)"]
+    spend_handles, spend_names = spend_ax.get_legend_handles_labels()
+    handles += [Patch(color="#3498db", alpha=0.15), *spend_handles]
+    names += ["training job", *spend_names]
     ax.legend(
         handles,
         names,
         loc="lower center",
         bbox_to_anchor=(0.5, 1.0),
         fontsize=8,
-        ncol=len(names),
+        ncol=(len(names) + 1) // 2,
         frameon=False,
     )
 

@@ -137,6 +137,29 @@ def costs(
     return Costs(provider_costs(s, ledgers, until), baselines(s, samples, actions, start, end))
 
 
+def service_money(s: Scenario, samples: list[Sample], start: float, end: float) -> float | None:
+    """Simulated money by vkprovider's own account: its spend rate integrated over the samples."""
+    window = [x for x in samples if start <= x.t <= end]
+    if not window or all(x.service_spend_rate is None for x in window):
+        return None
+    return sum(
+        (here.service_spend_rate or 0.0) * (after.t - here.t) * s.scale / 3600.0
+        for here, after in itertools.pairwise(window)
+    )
+
+
+def ledger_money_between(
+    s: Scenario, ledgers: dict[str, list[LedgerEntry]], start: float, end: float
+) -> float:
+    """Simulated money the ledgers billed inside ``[start, end]`` (to compare with the service's view)."""
+    total = 0.0
+    for entry in (e for es in ledgers.values() for e in es):
+        begin = max(entry.started_at, start)
+        stop = min(end, entry.ended_at if entry.ended_at is not None else end)
+        total += entry.price_per_hour * max(0.0, stop - begin) / 3600.0
+    return total * s.scale
+
+
 def spend_rate(ledgers: dict[str, list[LedgerEntry]], t: float) -> float:
     """$/h billed at ``t`` (prices are per simulated hour as well)."""
     return sum(e.price_per_hour for es in ledgers.values() for e in es if e.open_at(t))

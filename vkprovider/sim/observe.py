@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
+
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.ledger import LedgerReader
 from vkprovider.sim.manifests import GPU, POOL_LABEL, POOL_VALUE, TRAINING_LABEL, WORKLOAD_LABEL
@@ -119,9 +121,26 @@ class Observer:
         *,
         virtual_node: str,
         gate_taint_key: str,
+        admin_url: str = "",
     ) -> None:
         self.s, self.kube, self.ledgers = s, kube, ledgers
         self.virtual_node, self.gate_taint_key = virtual_node, gate_taint_key
+        self.admin_url = admin_url
+        self._http = httpx.AsyncClient(timeout=2.0)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def service_spend_rate(self) -> float | None:
+        """What vkprovider itself holds as spend per hour (its budgets in admin ``/state``)."""
+        if not self.admin_url:
+            return None
+        try:
+            state = (await self._http.get(f"{self.admin_url}/state")).json()
+            budgets = state["placement"]["budgets"]
+            return float(sum(float(b.get("spent") or 0.0) for b in budgets.values()))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     async def sample(self) -> Sample:
         ns = self.s.namespace
@@ -130,7 +149,8 @@ class Observer:
         deployments = (await self.kube.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments"))["items"]
         t = time.time()
         entries = await self.ledgers.read_all()
-        return sample_from(
+        service_rate = await self.service_spend_rate()
+        sample = sample_from(
             self.s,
             t=t,
             pods=pods,
@@ -140,3 +160,5 @@ class Observer:
             gate_taint_key=self.gate_taint_key,
             ledger=[e for es in entries.values() for e in es],
         )
+        sample.service_spend_rate = service_rate
+        return sample

@@ -43,6 +43,7 @@ class Sample:
     gate_tainted: bool | None = None  #: the gate's taint on the virtual node (None: no node)
     external_by_provider: dict[str, int] = field(default_factory=dict)
     spend_rate: float = 0.0  #: $/h of the providers' open ledger entries at ``t`` (live view)
+    service_spend_rate: float | None = None  #: $/h vkprovider itself accounts (admin /state budgets)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
@@ -56,6 +57,7 @@ class Sample:
             gate_tainted=data.get("gate_tainted"),
             external_by_provider=dict(data.get("external_by_provider", {})),
             spend_rate=float(data.get("spend_rate", 0.0)),
+            service_spend_rate=data.get("service_spend_rate"),
         )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vkprovider.sim import chart
-from vkprovider.sim.costs import Costs, costs
+from vkprovider.sim.costs import Costs, costs, ledger_money_between, service_money
 from vkprovider.sim.invariants import Invariants, invariants
 from vkprovider.sim.record import Recording
 from vkprovider.sim.scenario import Scenario, parse_scenario
@@ -45,6 +45,26 @@ def _event_text(s: Scenario, kind: str, body: Any) -> str:
         until = f"{body.duration / 3600:g}h" if body.duration else "the rest of the day"
         return f"node {body.node} cordoned for maintenance for {until}"
     return f"workload **{body.workload}** scaled to {body.replicas} replicas"
+
+
+def _service_line(rec: Recording, s: Scenario) -> str:
+    """vkprovider's own spend account against the ledgers, over the sampled day."""
+    own = service_money(s, rec.samples, rec.day_start, rec.day_end)
+    if own is None:
+        return "vkprovider's own spend account was not readable (admin /state budgets)."
+    if not rec.samples:
+        return ""
+    first, last = rec.samples[0].t, rec.samples[-1].t
+    billed = ledger_money_between(s, rec.ledgers, max(first, rec.day_start), min(last, rec.day_end))
+    apart = (
+        f" ({abs(own - billed) / billed:.1%} apart; samples every {s.runtime.sample_seconds:g}s)"
+        if billed
+        else ""
+    )
+    return (
+        f"vkprovider's own account (admin /state budgets, integrated over the samples): ${own:,.2f}; "
+        f"the ledgers billed ${billed:,.2f} over the same window{apart}."
+    )
 
 
 def compute(rec: Recording) -> tuple[Scenario, Costs, Invariants]:
@@ -94,6 +114,8 @@ def markdown(rec: Recording) -> str:
     lines += [
         "",
         f"Ledger sum over the real run: ${total.ledger_money:.4f} (x{s.scale:g} = ${total.money:,.2f}).",
+        "",
+        _service_line(rec, s),
         "",
         "## Against two baselines from the same run",
         "",
@@ -146,6 +168,7 @@ def summary(rec: Recording) -> dict[str, Any]:
         "providers": [asdict(p) for p in c.providers],
         "total": asdict(c.total),
         "baselines": [asdict(b) for b in c.baselines],
+        "service_money": service_money(s, rec.samples, rec.day_start, rec.day_end),
         "invariants": {
             "lost": inv.lost,
             "orphans": inv.orphans,

@@ -66,7 +66,12 @@ class Run:
         self.world = World(s, kube, stack.clouds, real_jobs=stack.pod_delays)
         self.ledgers = LedgerReader(stack.clouds)
         self.observer = Observer(
-            s, kube, self.ledgers, virtual_node=stack.virtual_node, gate_taint_key=stack.gate_taint_key
+            s,
+            kube,
+            self.ledgers,
+            virtual_node=stack.virtual_node,
+            gate_taint_key=stack.gate_taint_key,
+            admin_url=stack.admin_url,
         )
         self.rec = Recording(scenario=s.model_dump(mode="json"), day_start=0.0, day_end=0.0, end=0.0)
         self.rec.components = {"gate": stack.gate, "descheduler": stack.descheduler}
@@ -75,6 +80,7 @@ class Run:
     async def close(self) -> None:
         await self.world.close()
         await self.ledgers.close()
+        await self.observer.close()
 
     async def warm_up(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
