@@ -2,9 +2,9 @@
 
 - **Ready vs PDB**: the fewest Ready replicas each workload had, against its budget's floor. A
   training Job preempting inference and a scale-up both leave a workload short for a while by
-  design (preemption honours PDBs only best-effort); those windows (``lost_after_seconds`` after
+  design (preemption honours PDBs only best-effort); those windows (``Scenario.lost_after`` after
   a training start or a scale action) are shown separately from the rest of the day.
-- **lost**: a workload short of Ready replicas for longer than ``lost_after_seconds``; the
+- **lost**: a workload short of Ready replicas for longer than ``Scenario.lost_after``; the
   replicas still missing after that long count as lost.
 - **orphans**: provider deployments without a pod at the end (after settling).
 - **duplicates**: one pod UID billed by two deployments at the same time (any providers).
@@ -60,7 +60,7 @@ def overlaps(entries: list[LedgerEntry]) -> list[str]:
 
 
 def _excused(s: Scenario, actions: list[Action], t: float) -> bool:
-    window = s.runtime.lost_after_seconds
+    window = s.lost_after
     return any(a.kind in EXCUSING and a.t <= t <= a.t + window for a in actions)
 
 
@@ -86,7 +86,7 @@ def workload_invariant(
         shortfall = max(0, ws.desired - ws.ready)
         if shortfall and short_since is None:
             short_since = here.t
-        if short_since is not None and shortfall and here.t - short_since > s.runtime.lost_after_seconds:
+        if short_since is not None and shortfall and here.t - short_since > s.lost_after:
             worst_after_grace = shortfall if worst_after_grace is None else min(worst_after_grace, shortfall)
         if short_since is not None and (not shortfall or after is None):
             if worst_after_grace:

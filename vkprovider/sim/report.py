@@ -142,7 +142,8 @@ def markdown(rec: Recording) -> str:
         )
     lines += [
         "",
-        f"- pods lost: **{inv.lost}**",
+        f"- pods lost: **{inv.lost}** (replicas still missing {s.lost_after:.0f} s = "
+        f"{s.sim(s.lost_after) / 60:.0f} simulated min after a workload fell short)",
         f"- orphaned deployments at the end: **{len(inv.orphans)}**"
         + (f" ({', '.join(inv.orphans)})" if inv.orphans else ""),
         f"- duplicate deployments (one pod UID billed twice at once): **{len(inv.duplicates)}**"

@@ -205,8 +205,11 @@ class Runtime(_Strict):
     """Wall-clock knobs of the runner itself (not part of the simulated story)."""
 
     sample_seconds: float = Field(default=1.0, gt=0, le=10)
-    lost_after_seconds: float = Field(
-        default=60.0, gt=0, description="a workload short of Ready replicas longer than this lost them"
+    lost_after_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="a workload short of Ready replicas longer than this lost them; "
+        "default: 10 s + 3 x the slowest startup (provider or local), in real seconds",
     )
     settle_seconds: float = Field(
         default=45.0, ge=0, description="after the day: wait this long for deletions before counting orphans"
@@ -236,6 +239,15 @@ class Scenario(_Strict):
 
     def sim(self, real_seconds: float) -> float:
         return real_seconds * self.scale
+
+    @property
+    def lost_after(self) -> float:
+        """Real seconds a replica may be missing before it counts as lost (startup plus slack for
+        scheduling, the gate's dwell and the provider's API)."""
+        if self.runtime.lost_after_seconds is not None:
+            return self.runtime.lost_after_seconds
+        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
+        return 10.0 + 3.0 * self.real(slowest)
 
     def provider(self, name: str) -> ProviderSpec:
         return next(p for p in self.providers if p.name == name)
