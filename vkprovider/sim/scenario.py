@@ -201,6 +201,14 @@ class Event(_Strict):
         return value
 
 
+class EvictionCaps(_Strict):
+    """The Descheduler's eviction caps per run (the PDBs bound each workload on top)."""
+
+    per_node: int = Field(default=2, ge=1)
+    per_namespace: int = Field(default=2, ge=1)
+    total: int = Field(default=4, ge=1)
+
+
 class Runtime(_Strict):
     """Wall-clock knobs of the runner itself (not part of the simulated story)."""
 
@@ -216,6 +224,8 @@ class Runtime(_Strict):
     )
     seed: int = 7
     gate: dict[str, Any] = Field(default={}, description="overrides for the service's gate: section")
+    descheduler_interval_seconds: float = Field(default=2.0, gt=0)
+    descheduler: EvictionCaps = EvictionCaps()
 
 
 class Scenario(_Strict):

@@ -10,6 +10,7 @@ reads.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 import sys
@@ -46,6 +47,14 @@ def state_path(cluster_name: str) -> Path:
 def pod_delays_supported() -> bool:
     """Whether this dev cluster can run kwok with stage delays (slow Ready, long-running Jobs)."""
     return "pod_delays" in inspect.signature(Cluster.start).parameters
+
+
+def descheduler_module() -> Any | None:
+    """``vkprovider.devcluster.descheduler`` where this build has it (the return path)."""
+    try:
+        return importlib.import_module("vkprovider.devcluster.descheduler")
+    except ImportError:
+        return None
 
 
 def gate_supported() -> bool:
@@ -135,6 +144,7 @@ class Stack:
             await stack._nodes(s)
             await stack._clouds(s, say)
             await stack._serve(s, admin_port or free_port(), say)
+            await stack._descheduler(s, say)
         except BaseException:
             await stack.down()
             raise
@@ -226,6 +236,28 @@ class Stack:
         await wait_http(f"{self.admin_url}/readyz", "vkprovider serve", proc, timeout=90)
         say(
             f"vkprovider serve ready (virtual node {self.virtual_node}, gate {'on' if self.gate else 'not available'})"
+        )
+
+    async def _descheduler(self, s: Scenario, say: Callable[[str], None]) -> None:
+        module = descheduler_module()
+        if module is None:
+            say("descheduler: not in this build (nothing will bring external replicas home)")
+            return
+        policy = module.return_home_policy(
+            taint=f"{self.gate_taint_key}=available",
+            namespaces=[s.namespace],
+            **s.runtime.descheduler.model_dump(),
+        )
+        proc = await module.start_descheduler(
+            self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
+        )
+        self.cluster.processes.remove(proc)  # ours to stop, before the control plane
+        self.cluster.save()
+        self.processes.append(proc)
+        self.descheduler = True
+        self.save()
+        say(
+            f"descheduler running every {s.runtime.descheduler_interval_seconds:g}s (RemovePodsViolatingNodeTaints)"
         )
 
     async def down(self) -> None:
