@@ -147,6 +147,12 @@ async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
         running = summary["components"][component]
         assert (f"- {component}: running" in md) == running
         assert (f"- {component}: **not running**" in md) == (not running)
+    if summary["components"]["gate"]:
+        gate = [
+            row.split(",")[-1] for row in (folder / "events.csv").read_text().splitlines() if ",gate," in row
+        ]
+        opened = next(i for i, g in enumerate(gate) if "bursting allowed" in g)
+        assert any("stay home" in g for g in gate[opened:]), f"the gate never closed after training: {gate}"
     if summary["components"]["gate"] and summary["components"]["descheduler"]:
         last = samples[-1]
         assert all(w.external == 0 for w in last.workloads.values()), "inference should be home again"

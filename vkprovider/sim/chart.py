@@ -95,7 +95,7 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             label="vkprovider's own spend account",
         )
     spend_ax.set_ylabel("external spend ($/h)")
-    spend_ax.set_ylim(0, max([*spend, 1.0]) * 1.35)
+    spend_ax.set_ylim(0, max([*spend, 1.0]) * 1.6)
     handles, names = ax.get_legend_handles_labels()
     spend_handles, spend_names = spend_ax.get_legend_handles_labels()
     handles += [Patch(color="#3498db", alpha=0.15), *spend_handles]

@@ -32,7 +32,7 @@ from vkprovider.sim.live import LiveView
 from vkprovider.sim.observe import Observer
 from vkprovider.sim.record import Action, Recording, Sample
 from vkprovider.sim.scenario import Scenario
-from vkprovider.sim.stack import Stack
+from vkprovider.sim.stack import Stack, gate_section
 from vkprovider.sim.timeline import Change, sample_changes
 from vkprovider.sim.world import World
 
@@ -86,14 +86,20 @@ class Run:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             sample = await self.observer.sample()
-            if sample.gate_tainted is not None and all(
+            home = all(
                 w.ready_local == w.desired and w.external == 0 and w.pending == 0
                 for w in sample.workloads.values()
-            ):
+            )
+            # with a gate, the steady state has its taint on while enough local GPUs are free
+            free = sample.local_gpus - sample.local_gpus_used
+            expect_taint = self.stack.gate and free >= int(gate_section(self.s)["taint_at_free_gpus"])
+            gate_settled = sample.gate_tainted is not None and sample.gate_tainted == expect_taint
+            if home and gate_settled:
                 return
             await asyncio.sleep(1.0)
         self.rec.notes.append(
-            f"warm-up: not every replica was Ready locally after {timeout:.0f}s; started anyway"
+            f"warm-up: not every replica was Ready locally (and the gate settled) after {timeout:.0f}s; "
+            "started anyway"
         )
 
     def spent(self, now: float) -> float:

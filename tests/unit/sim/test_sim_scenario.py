@@ -127,3 +127,21 @@ def test_load_reports_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump(["a list"]))
     with pytest.raises(ScenarioError, match="expected a mapping"):
         load_scenario(bad)
+
+
+def test_make_demo_refuses_a_bad_scenario_before_starting_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vkprovider.sim import demo
+
+    async def must_not_run(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the simulation started despite a bad scenario")
+
+    monkeypatch.setattr(demo, "run", must_not_run)
+    data = base()
+    data["fleet"]["gpus_per_node"] = 0
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert demo.main(["up", "--scenario", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid scenario {path}" in err and "fleet.gpus_per_node" in err
