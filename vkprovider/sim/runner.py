@@ -32,7 +32,8 @@ from vkprovider.sim.live import LiveView
 from vkprovider.sim.observe import Observer
 from vkprovider.sim.record import Action, Recording, Sample
 from vkprovider.sim.scenario import Scenario
-from vkprovider.sim.stack import Stack, gate_section
+from vkprovider.sim.service_config import gate_section, preflight
+from vkprovider.sim.stack import Stack
 from vkprovider.sim.timeline import Change, sample_changes
 from vkprovider.sim.world import World
 
@@ -188,6 +189,7 @@ def _notes(stack: Stack) -> list[str]:
 
 async def run(s: Scenario, options: RunOptions | None = None) -> RunResult:
     opts = options or RunOptions()
+    preflight(s)
     view = LiveView(s, enabled=opts.live)
     stack = await Stack.up(s, cluster_name=opts.cluster_name, admin_port=opts.admin_port, say=view.say)
     kube = await KubeClient.connect(str(stack.cluster.kubeconfig), qps=50, burst=100)

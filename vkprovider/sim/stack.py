@@ -23,16 +23,14 @@ from typing import Any
 import httpx
 import yaml
 
-from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster, StartupError, kwok
 from vkprovider.devcluster.cluster import run_root
 from vkprovider.devcluster.process import Process, ensure_port_free, free_port, spawn
 from vkprovider.sim import manifests
 from vkprovider.sim.local import fakecloud_module
 from vkprovider.sim.scenario import Scenario
+from vkprovider.sim.service_config import GATE_TAINT_KEY, VIRTUAL_NODE, gate_supported, serve_config
 
-VIRTUAL_NODE = "vk-external"
-GATE_TAINT_KEY = "local-capacity"
 STATE_FILE = "demo-state.json"
 
 
@@ -55,28 +53,6 @@ def descheduler_module() -> Any | None:
         return importlib.import_module("vkprovider.devcluster.descheduler")
     except ImportError:
         return None
-
-
-def gate_supported() -> bool:
-    return "gate" in Settings.model_fields
-
-
-def gate_section(s: Scenario) -> dict[str, Any]:
-    """The serve config's ``gate:`` section: kube signal on the local pool, thresholds that fit
-    the fleet, short timings because the day is compressed; the scenario may override any key."""
-    smallest = min(w.gpus for w in s.workloads)
-    base: dict[str, Any] = {
-        "signal": {"kind": "kube", "kube": {"node_selector": kwok.GPU_POOL_SELECTOR}},
-        "taint": {"key": GATE_TAINT_KEY, "value": "available", "effect": "NoSchedule"},
-        "taint_at_free_gpus": max(2, smallest),
-        "untaint_below_free_gpus": smallest,
-        # real seconds: the loop runs in wall time while the day is compressed
-        "dwell_seconds": 3,
-        "min_flip_interval_seconds": 5,
-        "interval_seconds": 1,
-        "signal_timeout_seconds": 30,
-    }
-    return {**base, **s.runtime.gate}
 
 
 def node_names(s: Scenario) -> list[str]:
@@ -191,38 +167,14 @@ class Stack:
             )
         self.save()
 
-    def serve_config(self, s: Scenario, admin_port: int) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "node": {
-                "name": self.virtual_node,
-                "internal_ip": "127.0.0.1",
-                "status_update_seconds": 5,
-                "probe_seconds": 2,
-                "lease_renew_seconds": 5,
-            },
-            "kube": {"kubeconfig": str(self.cluster.kubeconfig), "qps": 50, "burst": 100},
-            "pods": {
-                "workers": 16,
-                "status_poll_seconds": 1,
-                "orphan_gc_seconds": 10,
-                "lost_grace_seconds": 10,
-                "backoff_base_seconds": 0.5,
-                "backoff_max_seconds": 5,
-            },
-            "http": {"admin_host": "127.0.0.1", "admin_port": admin_port},
-            "providers": [
-                {"name": name, "adapter": "fakecloud", "settings": {"url": url}}
-                for name, url in self.clouds.items()
-            ],
-            "placement": {"offer_refresh_seconds": 2, "blocklist_ttl_seconds": 10},
-        }
-        if gate_supported():
-            config["gate"] = gate_section(s)
-        return config
-
     async def _serve(self, s: Scenario, admin_port: int, say: Callable[[str], None]) -> None:
         path = self.cluster.workdir / "sim" / "serve.yaml"
-        path.write_text(yaml.safe_dump(self.serve_config(s, admin_port), sort_keys=False))
+        path.write_text(
+            yaml.safe_dump(
+                serve_config(s, self.clouds, self.cluster.kubeconfig, admin_port, self.virtual_node),
+                sort_keys=False,
+            )
+        )
         proc = spawn(
             "vkprovider-serve",
             Path(sys.executable),

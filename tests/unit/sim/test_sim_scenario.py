@@ -145,3 +145,15 @@ def test_make_demo_refuses_a_bad_scenario_before_starting_anything(
     assert demo.main(["up", "--scenario", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"invalid scenario {path}" in err and "fleet.gpus_per_node" in err
+
+
+def test_gate_overrides_are_checked_with_the_services_schema() -> None:
+    from vkprovider.sim.service_config import gate_supported, preflight
+
+    data = base()
+    preflight(parse_scenario(data))  # the generated config is valid as it is
+    data["runtime"] = {"gate": {"untaint_below_free_gpus": 5, "taint_at_free_gpus": 2}}
+    with pytest.raises(ScenarioError) as info:
+        preflight(parse_scenario(data), "s.yaml")
+    expected = "runtime.gate: " if gate_supported() else "runtime.gate: this build has no gate"
+    assert expected in str(info.value)
