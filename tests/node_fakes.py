@@ -55,7 +55,7 @@ class SwitchableProvider:
     async def list(self, node_name: str) -> list[DeploymentStatus]:
         return []
 
-    async def delete(self, uid: str) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
         return None
 
     async def close(self) -> None:

@@ -119,9 +119,12 @@ class FakeCloudProvider:
         statuses: builtins.list[DeploymentStatus] = self._parse(response, DeploymentStatus, many=True)
         return statuses
 
-    async def delete(self, uid: str) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+        # The grace period travels as a query parameter; a server that cannot stop gracefully
+        # ignores it and deletes at once, which the contract allows.
+        params = {} if grace_period_seconds is None else {"grace_period_seconds": f"{grace_period_seconds:g}"}
         try:
-            await self._call("DELETE", f"/deployments/{uid}")
+            await self._call("DELETE", f"/deployments/{uid}", params=params)
         except NotFound:
             return
 

@@ -226,14 +226,19 @@ class RemoteCluster:
         )
         return list(body.get("items") or [])
 
-    async def delete(self, kind: str, namespace: str, name: str) -> None:
+    async def delete(
+        self, kind: str, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> None:
         """Delete a pod or secret; one that is already gone counts as deleted."""
         method = {"pod": "delete_namespaced_pod", "secret": "delete_namespaced_secret"}[kind]
+        extra: dict[str, Any] = (
+            {} if grace_period_seconds is None else {"grace_period_seconds": grace_period_seconds}
+        )
         try:
             await self._json(
                 Op.DELETE,
                 lambda c: getattr(c, method)(
-                    name, namespace, propagation_policy="Background", **self._opts()
+                    name, namespace, propagation_policy="Background", **extra, **self._opts()
                 ),
             )
         except NotFound:

@@ -178,7 +178,8 @@ class VastAiProvider:
             statuses.append(status_from_instance(self._name, instance))
         return statuses
 
-    async def delete(self, uid: str) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+        # The API terminates at once (no graceful stop to ask for): the grace period is unused.
         try:
             status = await self.get(uid)
         except NotFound:

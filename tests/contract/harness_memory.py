@@ -213,7 +213,7 @@ class MemoryCloudProvider:
         await self._knobs("list")
         return await self._of_node(node_name)
 
-    async def delete(self, uid: str) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
         await self._knobs("delete")
         await self._io(self.store.delete, uid)
 

@@ -312,3 +312,20 @@ async def test_plugin_killed_mid_call_is_transient_then_restarted(harness: Harne
         await provider.close()
     assert supervisor.pid is None
     assert supervisor.process is not None and supervisor.process.returncode is not None
+
+
+async def test_delete_with_a_grace_period_ends_the_deployment(
+    provider: Provider, harness: Harness, node: str
+) -> None:
+    request = harness.request(new_uid(), node)
+    await provider.deploy(request)
+    await provider.delete(request.uid, grace_period_seconds=1.0)
+
+    async def ended() -> bool:
+        try:
+            status = await provider.get(request.uid)
+        except NotFound:
+            return True
+        return status.phase.terminal
+
+    await eventually(ended, timeout=60)

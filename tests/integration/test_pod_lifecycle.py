@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.build import Toolchain
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import (
     VirtualNode,
@@ -211,3 +213,164 @@ async def test_status_is_pushed_by_a_provider_that_can_watch(cluster: Cluster, n
         assert node.controller.tracker.pushed > 0
     finally:
         await node.stop()
+
+
+async def test_graceful_delete_writes_terminated_states_before_the_object_goes(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("drain", vnode.name, replicas=1))
+
+    async def running_pod() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "drain") if p["status"].get("phase") == "Running"]
+        return pods[0] if pods else None
+
+    pod = await eventually(running_pod)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    seen: list[JSON] = []
+
+    async def watch() -> None:
+        query = {
+            "fieldSelector": f"metadata.name={name}",
+            "resourceVersion": pod["metadata"]["resourceVersion"],
+        }
+        async for event in kube.stream(f"/api/v1/namespaces/{namespace}/pods", query=query, timeout=90):
+            seen.append(event)
+            if event["type"] == "DELETED":
+                return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.5)  # the watch is open before the delete
+    # Scale to zero: the ReplicaSet deletes the pod gracefully (default 30 s grace).
+    await kube.request(
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/drain",
+        body={"spec": {"replicas": 0}},
+        content_type="application/merge-patch+json",
+    )
+    await asyncio.wait_for(watcher, timeout=90)
+    modified = [e["object"] for e in seen if e["type"] == "MODIFIED"]
+    last = modified[-1]
+    assert last["metadata"].get("deletionTimestamp")
+    (container,) = last["status"]["containerStatuses"]
+    assert "terminated" in container["state"], container  # what the pod showed before it went
+    assert uid not in await all_cloud_uids(vnode)
+    reasons = {e["reason"] for e in await events_for(kube, namespace, name)}
+    assert "ProviderDeleteSuccess" in reasons
+
+
+def reachability(pod: JSON) -> JSON | None:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "vkprovider.io/ProviderReachable"), None)
+
+
+async def test_provider_api_outage_keeps_pods_and_marks_them_unreachable(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment("steady", vnode.name, replicas=1))
+
+    async def running_pod() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "steady") if is_ready(p)]
+        return pods[0] if pods else None
+
+    pod = await eventually(running_pod)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    store = vnode.clouds["cheap"].store
+    creates = store.requests.get("POST /v1/deployments", 0)
+    rules = []
+    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
+        for path in ("/v1/deployments", "/v1/deployments/{uid}", "/v1/health", "/v1/offers"):
+            resp = await client.post("/admin/rules", json={"path": path, "status": 503})
+            resp.raise_for_status()
+            rules.append(resp.json()["id"])
+
+        async def marked() -> JSON | None:
+            current = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+            cond = reachability(current)
+            return current if cond and cond["status"] == "False" else None
+
+        during = await eventually(marked, timeout=120)
+        assert during["status"]["phase"] == "Running" and is_ready(during)  # last observed status kept
+        assert "cheap" in (reachability(during) or {})["message"]
+        unreachable = [
+            e for e in await events_for(kube, namespace, name) if e["reason"] == "ProviderUnreachable"
+        ]
+        assert len(unreachable) == 1 and unreachable[0]["type"] == "Warning"
+        for rule in rules:
+            (await client.delete(f"/admin/rules/{rule}")).raise_for_status()
+
+    async def recovered() -> JSON | None:
+        current = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        cond = reachability(current)
+        return current if cond and cond["status"] == "True" else None
+
+    after = await eventually(recovered, timeout=120)
+    assert after["status"]["phase"] == "Running" and after["metadata"]["uid"] == uid
+    reasons = {e["reason"] for e in await events_for(kube, namespace, name)}
+    assert "ProviderLost" not in reasons
+    assert uid in await all_cloud_uids(vnode)
+    assert store.requests.get("POST /v1/deployments", 0) == creates  # nothing redeployed
+
+
+async def kubectl_statuses(cluster: Cluster, namespace: str) -> dict[str, str]:
+    """``kubectl get pods`` as an operator sees it: name -> STATUS column."""
+    kubectl = Toolchain.default().binary("kubectl")
+    proc = await asyncio.create_subprocess_exec(
+        str(kubectl),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "--no-headers",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    rows = [line.split() for line in out.decode().splitlines() if line.strip()]
+    return {row[0]: row[2] for row in rows}
+
+
+async def test_kubectl_status_column_names_why_a_pod_waits_or_failed(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    # Nobody sells B200s: placement keeps the pod Pending with NoCandidates.
+    huge = inference_deployment("huge", vnode.name, replicas=1)
+    huge["spec"]["template"]["metadata"]["annotations"] = {"vkprovider.io/gpu-type": "B200"}
+    await create_deployment(kube, namespace, huge)
+    await create_deployment(kube, namespace, inference_deployment("gpufault", vnode.name, replicas=1))
+
+    async def pending_shown() -> bool:
+        shown = await kubectl_statuses(vnode.cluster, namespace)
+        return any(name.startswith("huge-") and status == "NoCandidates" for name, status in shown.items())
+
+    await eventually(pending_shown)
+
+    async def running() -> JSON | None:
+        pods = [
+            p for p in await pods_of(kube, namespace, "gpufault") if p["status"].get("phase") == "Running"
+        ]
+        return pods[0] if pods else None
+
+    victim = await eventually(running)
+    name, uid = victim["metadata"]["name"], victim["metadata"]["uid"]
+    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
+        resp = await client.post(
+            f"/admin/deployments/{uid}/fail", json={"reason": "GPUFault", "message": "Xid 79"}
+        )
+        resp.raise_for_status()
+
+    async def failed_shown() -> bool:
+        return (await kubectl_statuses(vnode.cluster, namespace)).get(name) == "GPUFault"
+
+    await eventually(failed_shown)
+    pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    (container,) = pod["status"]["containerStatuses"]
+    assert pod["status"]["phase"] == "Failed" and "terminated" in container["state"]

@@ -73,6 +73,12 @@ async def test_sigkill_and_restart_keeps_one_deployment_per_pod(vnode: VirtualNo
     # Only the replacement was deployed after the restart: survivors were adopted, not redeployed.
     creates_after = vnode.clouds["cheap"].store.requests.get("POST /v1/deployments", 0)
     assert creates_after - creates_before == 1
+    # Adoption restored the placement state of the survivors: placements, budget, spread.
+    assert vnode.controller is not None
+    placer = vnode.controller.sync.placer
+    live = {p["metadata"]["uid"] for p in await pods_of(vnode.kube, namespace, "resync")}  # type: ignore[arg-type]
+    assert all(placer.placed(uid) is not None for uid in live)
+    assert placer.budgets.spent(namespace) == pytest.approx(3 * 1.0)  # three pods at 1.0/h
 
 
 async def kube_admin_delete(vnode: VirtualNode, namespace: str, name: str) -> None:
@@ -146,7 +152,7 @@ async def test_env_is_resolved_and_secrets_stay_out_of_logs_and_events(
     assert SECRET_VALUE not in repr(deployment.request)
 
 
-async def test_missing_mandatory_secret_fails_the_pod_with_a_named_reason(
+async def test_missing_mandatory_secret_waits_pending_and_starts_once_it_exists(
     vnode: VirtualNode, namespace: str
 ) -> None:
     kube = vnode.kube
@@ -154,14 +160,41 @@ async def test_missing_mandatory_secret_fails_the_pod_with_a_named_reason(
     env = [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "password"}}}]
     await create_deployment(kube, namespace, inference_deployment("norefs", vnode.name, replicas=1, env=env))
 
-    async def failed() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "norefs") if p["status"].get("phase") == "Failed"]
+    async def waiting() -> JSON | None:
+        for pod in await pods_of(kube, namespace, "norefs"):
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            state = statuses[0]["state"] if statuses else {}
+            if state.get("waiting", {}).get("reason") == "CreateContainerConfigError":
+                return pod
+        return None
+
+    # Like the kubelet: Pending, the container waiting with the ref named, a Warning Event.
+    pod = await eventually(waiting)
+    assert pod["status"]["phase"] == "Pending"
+    assert "db-creds" in pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+
+    async def warned() -> list[JSON] | None:
+        found = [
+            e for e in await events_for(kube, namespace, name) if e["reason"] == "MandatorySecretNotFound"
+        ]
+        return found or None
+
+    (warning,) = await eventually(warned)
+    assert warning["type"] == "Warning" and "db-creds" in warning["message"]
+    assert uid not in await all_cloud_uids(vnode)  # nothing deployed half-way
+    assert len(await pods_of(kube, namespace, "norefs")) == 1  # no stream of Failed replacements
+
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/secrets",
+        body={"metadata": {"name": "db-creds"}, "stringData": {"password": SECRET_VALUE}},
+    )
+
+    async def running() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "norefs") if p["status"].get("phase") == "Running"]
         return pods[0] if pods else None
 
-    pod = await eventually(failed)
-    assert pod["status"]["reason"] == "MandatorySecretNotFound"
-    assert "db-creds" in pod["status"]["message"]
-    events = await events_for(kube, namespace, pod["metadata"]["name"])
-    warning = [e for e in events if e["reason"] == "MandatorySecretNotFound"]
-    assert warning and warning[0]["type"] == "Warning" and "db-creds" in warning[0]["message"]
-    assert pod["metadata"]["uid"] not in await all_cloud_uids(vnode)  # nothing deployed half-way
+    started = await eventually(running, timeout=120)  # the retry backoff may have grown meanwhile
+    assert started["metadata"]["uid"] == uid  # the same pod, not a replacement
+    assert uid in await all_cloud_uids(vnode)

@@ -39,13 +39,15 @@ async def patch_pod_status(
 
 async def patch_pod_annotations(
     kube: KubeClient, namespace: str, name: str, annotations: dict[str, str]
-) -> None:
-    await kube.request(
+) -> JSON:
+    """Merge-patch annotations; returns the patched pod (its resourceVersion saves a 409 later)."""
+    result: JSON = await kube.request(
         "PATCH",
         pod_path(namespace, name),
         body={"metadata": {"annotations": annotations}},
         content_type=MERGE_PATCH,
     )
+    return result
 
 
 async def delete_pod_now(kube: KubeClient, namespace: str, name: str, uid: str) -> None:

@@ -159,8 +159,14 @@ class Provider(Protocol):
         """Every deployment labelled for ``node_name``, and no other. One call serves all pods."""
         ...
 
-    async def delete(self, uid: str) -> None:
-        """Delete the deployment for ``uid``. Deleting an unknown UID MUST succeed."""
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+        """Delete the deployment for ``uid``. Deleting an unknown UID MUST succeed.
+
+        ``grace_period_seconds`` is the pod's grace period (``deletionGracePeriodSeconds``):
+        a provider that can stop gracefully gives the workload that long to drain before it is
+        killed; None means the provider's default. The call MAY return before the deployment
+        has stopped; ``get`` then reports it until it is terminal or gone.
+        """
         ...
 
     async def close(self) -> None:

@@ -119,8 +119,11 @@ class GuardedProvider:
             raise self._bug("list", AdapterBug(f"expected a list, got {type(statuses).__name__}"))
         return [self._checked("list", s, node_name=node_name) for s in statuses]
 
-    async def delete(self, uid: str) -> None:
-        await self._call("delete", self.inner.delete(uid))
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+        if grace_period_seconds is None:  # adapters written before the grace period keep working
+            await self._call("delete", self.inner.delete(uid))
+        else:
+            await self._call("delete", self.inner.delete(uid, grace_period_seconds=grace_period_seconds))
 
     async def close(self) -> None:
         await self._call("close", self.inner.close())

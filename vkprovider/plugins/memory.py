@@ -61,8 +61,8 @@ class InMemoryProvider:
     async def list(self, node_name: str) -> list[DeploymentStatus]:
         return [s for s in self.deployments.values() if s.node_name == node_name]
 
-    async def delete(self, uid: str) -> None:
-        self.deployments.pop(uid, None)  # unknown UIDs succeed
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+        self.deployments.pop(uid, None)  # unknown UIDs succeed; nothing runs, so no grace to give
 
     async def close(self) -> None:
         return None

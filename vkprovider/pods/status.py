@@ -3,7 +3,10 @@
 The kubelet always fills containerStatuses, hostIP, podIP, startTime and the four standard
 conditions; tools (``kubectl get``, Deployments' availability, Services' endpoints) rely on
 them, so we do too. Transition times are kept when a condition's status does not change, so
-writing the same status twice is a no-op that ``needs_write`` can detect.
+writing the same status twice is a no-op that ``needs_write`` can detect. A finished pod's
+containers are always ``terminated`` and a pod waiting for placement or for a ConfigMap/Secret
+shows the reason as its containers' ``waiting`` reason, because that is what ``kubectl get pods``
+prints in the STATUS column.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from vkprovider.models import ContainerState, ContainerStatus, DeploymentStatus,
 
 JSON = dict[str, Any]
 CONDITION_TYPES = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+#: Our own pod condition: the pod's provider API is (un)reachable (DESIGN §4.2, issue 16).
+PROVIDER_REACHABLE = "vkprovider.io/ProviderReachable"
+OWN_CONDITIONS = frozenset((*CONDITION_TYPES, PROVIDER_REACHABLE))
+TERMINAL_PHASES = (Phase.SUCCEEDED.value, Phase.FAILED.value)
 
 
 def now_rfc3339() -> str:
@@ -25,15 +32,7 @@ def _ts(value: datetime | None) -> str | None:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
-def _container_state(cs: ContainerStatus | None, pending_reason: str) -> JSON:
-    if cs is None or cs.state is ContainerState.WAITING:
-        reason = (cs.reason if cs else "") or pending_reason
-        waiting: JSON = {"reason": reason}
-        if cs and cs.message:
-            waiting["message"] = cs.message
-        return {"waiting": waiting}
-    if cs.state is ContainerState.RUNNING:
-        return {"running": {"startedAt": _ts(cs.started_at) or now_rfc3339()}}
+def _terminated(cs: ContainerStatus) -> JSON:
     terminated: JSON = {
         "exitCode": cs.exit_code if cs.exit_code is not None else 0,
         "reason": cs.reason or ("Completed" if not cs.exit_code else "Error"),
@@ -46,11 +45,57 @@ def _container_state(cs: ContainerStatus | None, pending_reason: str) -> JSON:
     return {"terminated": terminated}
 
 
+def _ended(cs: ContainerStatus | None, phase: str, reason: str, message: str) -> JSON:
+    """A container of a finished pod that the provider did not report as exited.
+
+    Like the kubelet (``ContainerStatusUnknown``, exit code 137), a finished pod never shows a
+    container still waiting or running; the reason is the pod's, so ``kubectl get`` names it.
+    """
+    if phase == Phase.SUCCEEDED.value:
+        terminated: JSON = {"exitCode": 0, "reason": reason or "Completed"}
+    else:
+        terminated = {"exitCode": 137, "reason": reason or "Error"}
+    if message:
+        terminated["message"] = message
+    if cs is not None and cs.started_at:
+        terminated["startedAt"] = _ts(cs.started_at)
+    terminated["finishedAt"] = now_rfc3339()
+    return {"terminated": terminated}
+
+
+def _container_state(
+    cs: ContainerStatus | None, waiting_default: tuple[str, str], phase: str, reason: str, message: str
+) -> JSON:
+    if cs is not None and cs.state is ContainerState.TERMINATED:
+        return _terminated(cs)
+    if phase in TERMINAL_PHASES:
+        return _ended(cs, phase, reason, message)
+    if cs is None or cs.state is ContainerState.WAITING:
+        waiting: JSON = {"reason": (cs.reason if cs else "") or waiting_default[0]}
+        detail = (cs.message if cs else "") or waiting_default[1]
+        if detail:
+            waiting["message"] = detail
+        return {"waiting": waiting}
+    return {"running": {"startedAt": _ts(cs.started_at) or now_rfc3339()}}
+
+
 def container_statuses(
-    pod: JSON, deployment: DeploymentStatus | None, *, provider: str, restarts: int = 0
+    pod: JSON,
+    deployment: DeploymentStatus | None,
+    *,
+    provider: str,
+    restarts: int = 0,
+    phase: str = "",
+    reason: str = "",
+    message: str = "",
+    waiting: tuple[str, str] | None = None,
 ) -> list[JSON]:
+    """One status per spec container. ``waiting`` is the (reason, message) a container shows
+    while nothing is deployed (placement pending, a missing ConfigMap/Secret), which is what
+    ``kubectl get pods`` prints in its STATUS column."""
     by_name = {c.name: c for c in deployment.containers} if deployment else {}
-    pending_reason = "ContainerCreating" if deployment else "ProviderPending"
+    if waiting is None:
+        waiting = ("ContainerCreating", "") if deployment else ("ProviderPending", "")
     result = []
     for spec in pod["spec"].get("containers", []):
         name = spec["name"]
@@ -64,15 +109,17 @@ def container_statuses(
                 started_at=deployment.started_at,
             )
         provider_id = deployment.provider_id if deployment and deployment.provider_id else "pending"
+        state = _container_state(cs, waiting, phase, reason, message)
+        running = "running" in state
         status: JSON = {
             "name": name,
             "image": spec.get("image", ""),
             "imageID": "",
             "containerID": f"vkprovider://{provider}/{provider_id}/{name}",
-            "ready": bool(cs and cs.ready and cs.state is ContainerState.RUNNING),
-            "started": bool(cs and cs.state is ContainerState.RUNNING),
+            "ready": bool(running and cs and cs.ready),
+            "started": running,
             "restartCount": max(restarts, cs.restart_count if cs else 0),
-            "state": _container_state(cs, pending_reason),
+            "state": state,
         }
         result.append(status)
     return result
@@ -94,6 +141,21 @@ def _condition(existing: dict[str, JSON], kind: str, ok: bool, reason: str = "",
     return cond
 
 
+def reachability_condition(existing: dict[str, JSON], provider: str, reachable: bool) -> JSON:
+    """``vkprovider.io/ProviderReachable``: False while the pod's provider API cannot be reached."""
+    cond = _condition(existing, PROVIDER_REACHABLE, reachable)
+    if reachable:
+        cond["reason"] = "ProviderReachable"
+        cond["message"] = f"provider {provider} answers again"
+    else:
+        cond["reason"] = "ProviderUnreachable"
+        cond["message"] = (
+            f"the API of provider {provider} cannot be reached; the pod shows its last observed "
+            "status (the workload itself may well be running)"
+        )
+    return cond
+
+
 def build_status(
     pod: JSON,
     deployment: DeploymentStatus | None,
@@ -104,18 +166,46 @@ def build_status(
     reason: str = "",
     message: str = "",
     restarts: int = 0,
+    waiting: tuple[str, str] | None = None,
+    reachable: bool | None = None,
 ) -> JSON:
-    """The full pod status for ``deployment`` (None: nothing deployed yet)."""
+    """The full pod status for ``deployment`` (None: nothing deployed yet).
+
+    Conditions other writers own (``DisruptionTarget``, readiness gates …) are carried over
+    unchanged: the status is written as a merge patch guarded by resourceVersion, so the list we
+    send replaces the stored one and must contain them. ``reachable`` None keeps our
+    ``ProviderReachable`` condition as it is (or absent).
+    """
     current = pod.get("status") or {}
     existing = {c["type"]: c for c in current.get("conditions") or []}
     phase = phase or (deployment.phase.value if deployment else Phase.PENDING.value)
     if phase == Phase.UNKNOWN.value:
         phase = current.get("phase") or Phase.PENDING.value
-    containers = container_statuses(pod, deployment, provider=provider, restarts=restarts)
+    containers = container_statuses(
+        pod,
+        deployment,
+        provider=provider,
+        restarts=restarts,
+        phase=phase,
+        reason=reason,
+        message=message,
+        waiting=waiting,
+    )
     running = phase == Phase.RUNNING.value
     ready = running and bool(deployment and deployment.ready) and all(c["ready"] for c in containers)
     not_ready_reason = "ContainersNotReady" if phase in ("Pending", "Running") else "PodCompleted"
     pod_ip = (deployment.ip if deployment else None) or current.get("podIP") or ""
+    conditions = [
+        _condition(existing, "PodScheduled", True),
+        _condition(existing, "Initialized", True),
+        _condition(existing, "ContainersReady", ready, not_ready_reason),
+        _condition(existing, "Ready", ready, not_ready_reason),
+    ]
+    if reachable is not None:
+        conditions.append(reachability_condition(existing, provider, reachable))
+    elif PROVIDER_REACHABLE in existing:
+        conditions.append(existing[PROVIDER_REACHABLE])
+    conditions += [c for c in current.get("conditions") or [] if c.get("type") not in OWN_CONDITIONS]
     status: JSON = {
         "phase": phase,
         "hostIP": host_ip,
@@ -123,12 +213,7 @@ def build_status(
         "startTime": current.get("startTime")
         or _ts(deployment.started_at if deployment else None)
         or now_rfc3339(),
-        "conditions": [
-            _condition(existing, "PodScheduled", True),
-            _condition(existing, "Initialized", True),
-            _condition(existing, "ContainersReady", ready, not_ready_reason),
-            _condition(existing, "Ready", ready, not_ready_reason),
-        ],
+        "conditions": conditions,
         "containerStatuses": containers,
         "reason": reason or None,
         "message": message or None,

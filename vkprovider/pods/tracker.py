@@ -56,6 +56,16 @@ class DeploymentTracker:
         self.polls = 0
         self.pushed = 0  #: statuses received from provider watches
         self._watch_backoff = (1.0, 30.0)
+        self._unreachable: dict[str, float] = {}
+
+    def unreachable_since(self, provider: str) -> float | None:
+        """Since when (``clock``) listing ``provider`` fails, or None while its API answers."""
+        return self._unreachable.get(provider)
+
+    def _notify_provider(self, provider: str) -> None:
+        """The provider's API went away or came back: every pod on it is looked at again."""
+        for uid in [uid for uid, t in self.deployments.items() if t.provider == provider]:
+            self._on_change(uid)
 
     def get(self, uid: str) -> Tracked | None:
         return self.deployments.get(uid)
@@ -117,6 +127,12 @@ class DeploymentTracker:
         results = await asyncio.gather(*(self._list(name) for name in names))
         for name, listed in zip(names, results, strict=True):
             self.last_list_ok[name] = listed is not None
+            if listed is None:
+                if name not in self._unreachable:
+                    self._unreachable[name] = asked
+                    self._notify_provider(name)  # its pods show it (vkprovider.io/ProviderReachable)
+            elif self._unreachable.pop(name, None) is not None:
+                self._notify_provider(name)
             if listed is not None:
                 self._apply(name, listed, asked)
         self.polls += 1

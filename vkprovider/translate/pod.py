@@ -15,6 +15,7 @@ from vkprovider.errors import InvalidRequest
 from vkprovider.gpus import gpu_memory_gb
 from vkprovider.models import Container, DeploymentRequest, Port
 from vkprovider.translate._fields import flag, integer, invalid, items, obj, required_text, str_map, text
+from vkprovider.translate.annotations import forwarded_annotations
 from vkprovider.translate.credentials import registry_credentials
 from vkprovider.translate.env import expand_command, resolve_env
 from vkprovider.translate.gpuspec import gpu_count, gpu_type
@@ -148,7 +149,7 @@ async def translate_pod(
             restart_policy=cast(Literal["Always"], restart_policy),
             registry_credentials=credentials,
             labels=str_map(metadata.get("labels"), "metadata.labels"),
-            annotations=str_map(metadata.get("annotations"), "metadata.annotations"),
+            annotations=forwarded_annotations(str_map(metadata.get("annotations"), "metadata.annotations")),
         )
     except ValidationError as exc:
         raise InvalidRequest(f"pod: {_field_of(exc)}") from None

@@ -7,8 +7,7 @@ value.
 
 from __future__ import annotations
 
-from vkprovider.errors import InvalidRequest
-from vkprovider.translate.types import ObjectSource, TranslationEvent
+from vkprovider.translate.types import MissingReference, ObjectSource, TranslationEvent
 
 _KINDS = {"configmap": ("ConfigMap", "configmap"), "secret": ("Secret", "secret")}
 
@@ -31,7 +30,7 @@ class RefResolver:
         if optional:
             self.warnings.append(TranslationEvent(f"Optional{title}{what}", message))
             return
-        raise InvalidRequest(message, reason=f"Mandatory{title}{what}")
+        raise MissingReference(message, reason=f"Mandatory{title}{what}")
 
     async def config_map(self, name: str, *, optional: bool, where: str) -> dict[str, str] | None:
         if name not in self._config_maps:

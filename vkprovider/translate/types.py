@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vkprovider.errors import InvalidRequest
 from vkprovider.models import DeploymentRequest
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -30,6 +31,15 @@ class ObjectSource(Protocol):
     async def list_services(self, namespace: str) -> list[Mapping[str, Any]]:
         """Services in the namespace as raw API JSON, for service-link environment variables."""
         ...
+
+
+class MissingReference(InvalidRequest):
+    """A mandatory ConfigMap/Secret (or one of its keys) does not exist *yet*.
+
+    Unlike other ``InvalidRequest`` errors this is not final: the kubelet keeps such a pod
+    Pending (``CreateContainerConfigError``) and retries, so it starts once the object exists.
+    ``reason`` is the kubelet's Event reason (``MandatorySecretNotFound`` …).
+    """
 
 
 @dataclass(frozen=True)

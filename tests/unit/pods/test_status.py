@@ -78,3 +78,36 @@ def test_writing_the_same_status_twice_is_detected_as_a_duplicate() -> None:
     assert second["conditions"] == first["conditions"]  # transition times kept
     changed = DeploymentStatus(uid="u1", phase=Phase.RUNNING, ready=False, ip="10.0.0.9")
     assert needs_write(written, build_status(written, changed, provider="c", host_ip="h"))
+
+
+def test_conditions_of_other_writers_are_carried_over() -> None:
+    other = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+        {"type": "example.com/gate", "status": "True"},
+    ]
+    deployment = DeploymentStatus(uid="u1", phase=Phase.RUNNING, ready=True)
+    status = build_status(
+        pod({"phase": "Running", "conditions": other}), deployment, provider="c", host_ip="h"
+    )
+    types = [c["type"] for c in status["conditions"]]
+    assert types[:4] == ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
+    assert types[4:] == ["DisruptionTarget", "example.com/gate"]
+
+
+def test_a_finished_pod_never_shows_waiting_or_running_containers() -> None:
+    deployment = DeploymentStatus(uid="u1", phase=Phase.RUNNING, ready=True)
+    status = build_status(
+        pod(), deployment, provider="c", host_ip="h", phase="Failed", reason="ProviderLost", message="gone"
+    )
+    states = [c["state"] for c in status["containerStatuses"]]
+    assert all(s["terminated"]["reason"] == "ProviderLost" for s in states)
+    assert all(s["terminated"]["exitCode"] == 137 for s in states)
+    assert not any(c["ready"] or c["started"] for c in status["containerStatuses"])
+
+
+def test_pending_reason_is_what_the_containers_wait_for() -> None:
+    status = build_status(
+        pod(), None, provider="none", host_ip="h", phase="Pending", waiting=("BudgetExceeded", "ns over 2/h")
+    )
+    waiting = status["containerStatuses"][0]["state"]["waiting"]
+    assert waiting == {"reason": "BudgetExceeded", "message": "ns over 2/h"}

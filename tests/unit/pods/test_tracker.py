@@ -67,10 +67,14 @@ async def test_vanished_deployment_is_marked_missing_and_failed_list_changes_not
     provider.fail = True
     changed.clear()
     await tracker.poll_once()
-    assert changed == [] and all(t.missing_since is None for t in tracker.deployments.values())
+    assert all(t.missing_since is None for t in tracker.deployments.values())
+    assert tracker.unreachable_since("p") is not None
+    assert sorted(changed) == ["a", "b"]  # the API went away: its pods are looked at (condition)
     provider.fail = False
+    changed.clear()
     await tracker.poll_once()
-    assert changed == ["b"]
+    assert tracker.unreachable_since("p") is None
+    assert set(changed) == {"a", "b"}  # b is missing now; a is looked at because the API is back
     missing = tracker.get("b")
     assert missing is not None and missing.missing_since is not None
 

@@ -9,7 +9,7 @@ import pytest
 
 from vkprovider.errors import InvalidRequest
 from vkprovider.models import EnvVar
-from vkprovider.translate import Translation, translate_pod
+from vkprovider.translate import MissingReference, Translation, translate_pod
 
 PodFactory = Callable[..., dict[str, Any]]
 NODE = "vk-external"
@@ -72,8 +72,9 @@ async def test_missing_mandatory_refs_fail_with_kubelet_reasons(
     pod: PodFactory, source_cls: Any, ref: dict[str, Any], reason: str, fragment: str
 ) -> None:
     source = source_cls(config_maps={"app": {"k": "v"}}, secrets={"db": {"pw": b"s3cr3t-value"}})
-    with pytest.raises(InvalidRequest) as info:
+    with pytest.raises(MissingReference) as info:  # not final: the pod waits for the object
         await _translate(pod(env=[{"name": "DB_PASSWORD", "valueFrom": ref}]), source)
+    assert isinstance(info.value, InvalidRequest)
     assert info.value.reason == reason
     assert fragment in info.value.message
     assert 'env DB_PASSWORD of container "server"' in info.value.message
@@ -102,7 +103,7 @@ async def test_missing_optional_refs_are_warnings_and_the_var_is_skipped(
 
 
 async def test_env_from_missing_mandatory_and_optional(pod: PodFactory, source: Any) -> None:
-    with pytest.raises(InvalidRequest) as info:
+    with pytest.raises(MissingReference) as info:
         await _translate(pod(envFrom=[{"secretRef": {"name": "all"}}]), source)
     assert info.value.reason == "MandatorySecretNotFound"
     t = await _translate(pod(envFrom=[{"configMapRef": {"name": "all", "optional": True}}]), source)

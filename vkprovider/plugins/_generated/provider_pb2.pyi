@@ -338,10 +338,12 @@ class ListResponse(_message.Message):
     def __init__(self, statuses: _Optional[_Iterable[_Union[DeploymentStatus, _Mapping]]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("uid",)
+    __slots__ = ("uid", "grace_period_seconds")
     UID_FIELD_NUMBER: _ClassVar[int]
+    GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     uid: str
-    def __init__(self, uid: _Optional[str] = ...) -> None: ...
+    grace_period_seconds: float
+    def __init__(self, uid: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ()

@@ -85,7 +85,8 @@ class ProviderServicer:
 
     async def Delete(self, request: pb.DeleteRequest, context: Context) -> pb.DeleteResponse:
         try:
-            await self.provider.delete(request.uid)
+            grace = request.grace_period_seconds if request.HasField("grace_period_seconds") else None
+            await self.provider.delete(request.uid, grace_period_seconds=grace)
         except ProviderError as exc:
             await _abort(context, exc)
         return pb.DeleteResponse()

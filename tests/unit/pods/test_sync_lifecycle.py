@@ -1,0 +1,241 @@
+"""PodSync decisions against a fake API server and a real in-memory provider: missing refs,
+graceful deletion, provider outages, conditions other writers own, and the write count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pod_sync_fakes import NODE, gpu_pod, world
+
+from vkprovider.models import Phase
+from vkprovider.pods.context import Requeue
+from vkprovider.pods.sync import SyncSettings
+
+JSON = dict[str, Any]
+SECRET_ENV = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]
+
+
+def waiting_of(pod: JSON) -> JSON:
+    (container,) = pod["status"]["containerStatuses"]
+    return dict(container["state"]["waiting"])
+
+
+async def test_missing_secret_keeps_the_pod_pending_and_it_starts_once_the_secret_exists() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod(env=SECRET_ENV))
+    assert await w.run(pod) == Requeue(backoff=True)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Pending"
+    waiting = waiting_of(shown)
+    assert waiting["reason"] == "CreateContainerConfigError" and '"hf"' in waiting["message"]
+    assert "MandatorySecretNotFound" in w.kube.reasons()
+    assert not w.cloud.deployments  # nothing deployed half-way
+    w.objects.secrets["hf"] = {"token": b"s3cret"}
+    await w.run(pod)
+    assert "uid-1" in w.cloud.deployments
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    running = w.kube.pod("ns", "p")
+    assert running is not None and running["status"]["phase"] == "Running"
+
+
+async def test_waiting_for_placement_shows_the_reason_in_the_containers() -> None:
+    w = await world()
+    w.cloud.catalog = []
+    await w.placer.refresh()
+    pod = w.kube.add_pod(gpu_pod())
+    assert await w.run(pod) == Requeue(backoff=True)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None
+    assert shown["status"]["reason"] == "NoCandidates"
+    assert waiting_of(shown)["reason"] == "NoCandidates"  # what kubectl prints as STATUS
+
+
+async def test_a_failed_pod_shows_terminated_containers() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    w.kube.pods[("ns", "p")]["spec"] = pod["spec"]
+    await w.run(pod)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Failed", shown["status"]
+    (container,) = shown["status"]["containerStatuses"]
+    terminated = container["state"]["terminated"]
+    assert terminated["reason"] == shown["status"]["reason"] and terminated["exitCode"] == 137
+
+
+async def test_create_writes_status_without_a_conflict() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)  # the informer's copy is older than the annotation patch
+    assert w.kube.count("PATCH", "/status", status=409) == 0
+    assert w.kube.count("GET", "/pods/p") == 0
+    assert w.kube.count("PATCH", "/status") == 1
+
+
+async def test_conditions_other_writers_own_survive_our_status_writes() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    gate = {"type": "example.com/warm", "status": "False"}
+    w.kube.update(
+        "ns",
+        "p",
+        {"status": {"conditions": [*w.kube.pods[("ns", "p")]["status"]["conditions"], disruption, gate]}},
+    )
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Running"
+    types = {c["type"]: c for c in shown["status"]["conditions"]}
+    assert types["DisruptionTarget"]["reason"] == "EvictionByEvictionAPI"
+    assert "example.com/warm" in types and types["Ready"]["status"] == "True"
+
+
+async def test_graceful_deletion_passes_the_grace_waits_and_writes_terminated_states() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    w.cloud.keep_on_delete = True  # a provider that drains before it stops
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    verdict = await w.run(pod)
+    assert w.cloud.deletes == [("uid-1", 30.0)]
+    assert isinstance(verdict, Requeue) and not verdict.backoff and verdict.after > 0  # no blocked worker
+    assert w.kube.pod("ns", "p") is not None  # still draining
+    w.cloud.set_phase("uid-1", Phase.SUCCEEDED)  # the provider reports it stopped
+    assert await w.run(pod) is None
+    assert w.kube.pod("ns", "p") is None
+    written = [
+        c for c in w.kube.calls if c[0] == "PATCH" and c[1].endswith("/status")
+    ]  # the last status write happened before the delete
+    assert written and w.kube.calls[-1][0] == "DELETE"
+    assert len(w.cloud.deletes) == 1  # not asked twice
+
+
+async def test_graceful_deletion_records_terminated_containers_before_the_delete() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    seen: list[JSON] = []
+    original = w.kube._handle
+
+    def spy(method: str, path: str, body: Any) -> Any:
+        if method == "DELETE" and "/pods/" in path:
+            seen.append(w.kube.pods[("ns", "p")])
+        return original(method, path, body)
+
+    w.kube._handle = spy  # type: ignore[method-assign]
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    assert await w.run(pod) is None  # the memory provider stops at once: no wait
+    (last,) = seen
+    (container,) = last["status"]["containerStatuses"]
+    assert "terminated" in container["state"] and last["status"]["phase"] == "Succeeded"
+
+
+async def test_deleting_a_pod_with_nothing_deployed_deletes_it_at_once() -> None:
+    w = await world()
+    w.cloud.catalog = []
+    await w.placer.refresh()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    assert await w.run(pod) is None
+    assert w.kube.pod("ns", "p") is None and w.cloud.deletes == []
+
+
+async def test_unreachable_provider_keeps_the_status_and_adds_a_condition_never_lost() -> None:
+    settings = SyncSettings(node_name=NODE, host_ip="127.0.0.1", unreachable_grace_seconds=10)
+    w = await world(settings=settings)
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    w.cloud.fail_list = True
+    w.changed.clear()
+    await w.tracker.poll_once()
+    assert w.tracker.unreachable_since("cheap") is not None
+    assert w.changed == ["uid-1"]  # the API went away: its pods are looked at
+    verdict = await w.run(pod)
+    assert isinstance(verdict, Requeue) and verdict.after >= 10 - 1e-6  # within the grace
+    w.clock.now += 3600  # far beyond lost_grace_seconds too
+    await w.tracker.poll_once()
+    for _ in range(3):
+        assert await w.run(pod) is None
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Running"
+    conditions = {c["type"]: c for c in shown["status"]["conditions"]}
+    reach = conditions["vkprovider.io/ProviderReachable"]
+    assert reach["status"] == "False" and "cheap" in reach["message"]
+    assert conditions["Ready"]["status"] == "True"  # last observed status kept
+    assert w.kube.reasons().count("ProviderUnreachable") == 1  # one Event
+    assert "ProviderLost" not in w.kube.reasons()
+    # The API answers again, with the deployment still there: the condition clears.
+    w.cloud.fail_list = False
+    w.changed.clear()
+    await w.tracker.poll_once()
+    assert w.changed == ["uid-1"]  # ...and came back
+    assert await w.run(pod) is None
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Running"
+    reach = {c["type"]: c for c in shown["status"]["conditions"]}["vkprovider.io/ProviderReachable"]
+    assert reach["status"] == "True"
+    assert "uid-1" in w.cloud.deployments and len(w.cloud.deploys) == 1
+
+
+async def test_a_reachable_provider_saying_gone_marks_the_pod_lost() -> None:
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    del w.cloud.deployments["uid-1"]  # lost on the provider's side
+    await w.tracker.poll_once()
+    w.clock.now += 3600
+    await w.run(pod)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Failed"
+    assert shown["status"]["reason"] == "ProviderLost"
+
+
+async def test_deleting_after_a_restart_asks_the_provider_the_pod_names() -> None:
+    # The provider's list failed since the restart: only the pod's annotation says where it runs.
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    assert "uid-1" in w.cloud.deployments
+    w.cloud.fail_list = True
+    fresh = await world(kube=w.kube, cloud=w.cloud)  # a new process, same provider and objects
+    await fresh.tracker.poll_once()
+    assert fresh.tracker.get("uid-1") is None
+    w.cloud.fail_list = False
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    assert await fresh.run(pod) is None
+    assert w.cloud.deletes == [("uid-1", 30.0)] and "uid-1" not in w.cloud.deployments
+    assert w.kube.pod("ns", "p") is None

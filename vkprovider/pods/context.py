@@ -1,0 +1,56 @@
+"""What every part of a pod's reconcile shares: its collaborators, settings and the verdict type."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.events import EventRecorder
+from vkprovider.placement import Placer
+from vkprovider.plugins.api import Provider
+from vkprovider.pods.state import PodStates
+from vkprovider.pods.tracker import DeploymentTracker
+from vkprovider.translate import ObjectSource
+
+TERMINAL = ("Succeeded", "Failed")
+#: Annotations the controller writes on the pod (with ``vkprovider.io/images`` and ``/placement``).
+ANNOTATION_PROVIDER = "vkprovider.io/provider"
+ANNOTATION_OFFER = "vkprovider.io/offer"
+
+
+@dataclass(frozen=True)
+class Requeue:
+    after: float = 0.0  #: look again after this many seconds (ignored when ``backoff``)
+    backoff: bool = False  #: look again after the key's exponential backoff
+
+
+@dataclass
+class SyncSettings:
+    node_name: str
+    host_ip: str
+    lost_grace_seconds: float = 60.0
+    status_poll_seconds: float = 2.0
+    #: how long a provider's API may fail before its pods get ProviderReachable=False
+    unreachable_grace_seconds: float = 20.0
+
+
+@dataclass
+class SyncDeps:
+    kube: KubeClient
+    providers: Mapping[str, Provider]
+    placer: Placer
+    tracker: DeploymentTracker
+    events: EventRecorder
+    objects: ObjectSource
+    settings: SyncSettings
+    states: PodStates = field(default_factory=PodStates)
+    now: Callable[[], float] = time.time  #: wall clock, to compare with API timestamps
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()

@@ -1,0 +1,173 @@
+"""Ending a pod's deployment: graceful deletion, vanished pods, finished pods.
+
+Graceful deletion follows the kubelet: on ``deletionTimestamp`` the provider is asked to stop
+the deployment with the pod's grace period (``deletionGracePeriodSeconds``); the worker does not
+wait but requeues until the provider reports the deployment ended (terminal or gone) or the
+grace period is over; the terminated container states are written; then the object is deleted
+with grace 0 and a UID precondition. A pod with nothing running is deleted at once.
+
+A pod whose object is gone (deleted, force-deleted, or replaced by a same-named pod) has its
+deployment deleted before its record is retired; a failing delete raises, so the key is
+retried with backoff and the deployment is never forgotten while it bills.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vkprovider.errors import NotFound, ProviderError
+from vkprovider.kube import resources
+from vkprovider.kube.client import JSON
+from vkprovider.models import DeploymentStatus, Phase
+from vkprovider.pods import reasons
+from vkprovider.pods.context import ANNOTATION_PROVIDER, Requeue, SyncDeps, parse_time
+from vkprovider.pods.state import PodRecord
+from vkprovider.pods.writer import StatusWriter
+
+log = logging.getLogger(__name__)
+
+#: Not yet ended: the provider still runs it.
+_RUNNING = object()
+
+
+class Deletion:
+    def __init__(self, deps: SyncDeps, writer: StatusWriter) -> None:
+        self._deps = deps
+        self._writer = writer
+
+    # ------------------------------------------------------------------ provider side
+
+    def holders(self, uid: str, pod: JSON | None = None) -> list[str]:
+        """Providers that may hold a deployment of ``uid``: tracked status, placement, and the
+        provider the pod's annotation names (a provider whose list failed since a restart)."""
+        tracked = self._deps.tracker.get(uid)
+        names = [tracked.provider] if tracked else []
+        placed = self._deps.placer.placed(uid)
+        annotated = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_PROVIDER)
+        for name in (placed[0] if placed else None, annotated):
+            if name and name not in names:
+                names.append(name)
+        return [name for name in names if name in self._deps.providers]
+
+    async def delete_deployment(
+        self,
+        uid: str,
+        *,
+        grace_seconds: float | None = None,
+        keep_placement: bool = False,
+        pod: JSON | None = None,
+    ) -> None:
+        """Delete ``uid`` wherever it may run; raises ``ProviderError`` if any delete fails."""
+        for name in self.holders(uid, pod):
+            await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds)
+        self._deps.tracker.forget(uid)
+        if not keep_placement:
+            self._deps.placer.release(uid)
+
+    async def _ended(self, names: list[str], uid: str) -> DeploymentStatus | object | None:
+        """The terminal status (or None: gone) once every holder has stopped; else ``_RUNNING``."""
+        final: DeploymentStatus | None = None
+        for name in names:
+            try:
+                status = await self._deps.providers[name].get(uid)
+            except NotFound:
+                continue
+            if not status.phase.terminal:
+                return _RUNNING
+            final = status
+        return final
+
+    # ------------------------------------------------------------------ entry points
+
+    async def reap(self, key: str, live_uid: str | None) -> None:
+        """Pods of ``key`` other than ``live_uid`` are gone from the API: delete, then forget."""
+        for record in self._deps.states.gone(key, live_uid):
+            if not record.deployment_deleted:
+                await self.delete_deployment(record.uid)
+                record.deployment_deleted = True
+            self._deps.placer.release(record.uid)
+            self._deps.tracker.forget(record.uid)
+            self._deps.states.retire(record)
+
+    async def cleanup_terminal(self, record: PodRecord) -> Requeue | None:
+        """A finished pod's deployment only costs money: delete it once, keep the pod as is."""
+        if record.deployment_deleted:
+            return None
+        try:
+            await self.delete_deployment(record.uid)
+        except ProviderError as exc:
+            log.warning("deleting the deployment of finished pod %s failed: %s", record.key, exc)
+            return Requeue(backoff=True)
+        record.deployment_deleted = True
+        return None
+
+    async def deleting(self, pod: JSON, record: PodRecord) -> Requeue | None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        grace_seconds = float(grace) if grace is not None else None
+        deadline = parse_time(meta.get("deletionTimestamp")) or 0.0
+        remaining = deadline - self._deps.now()
+        # A finished pod whose deployment was already deleted has nothing left to stop.
+        names = [] if record.deployment_deleted else self.holders(uid, pod)
+        tracked = self._deps.tracker.get(uid)
+        last = tracked.status if tracked else None
+        provider = tracked.provider if tracked else (names[0] if names else "none")
+        if not names and not record.delete_requested:
+            record.deployment_deleted = True  # nothing runs: remove the object at once
+            await self._remove(pod, record, None, provider, ended=True)
+            return None
+        if not record.delete_requested:
+            try:
+                await self.delete_deployment(uid, grace_seconds=grace_seconds, keep_placement=True, pod=pod)
+            except ProviderError as exc:
+                await self._deps.events.pod(pod, "Warning", reasons.PROVIDER_DELETE_FAILED, str(exc))
+                if remaining > 0:
+                    return Requeue(backoff=True)
+                # Grace is over: the object goes; the record keeps retrying the delete (reap).
+                await self._remove(pod, record, last, provider, ended=False)
+                return None
+            record.delete_requested = True
+            record.deployment_deleted = True
+            record.stopping = names
+            record.last_status = last
+            await self._deps.events.pod(
+                pod,
+                "Normal",
+                reasons.PROVIDER_DELETE_SUCCESS,
+                f"deleted the deployment on {', '.join(names)}"
+                + (f" (grace period {grace_seconds:g}s)" if grace_seconds else ""),
+            )
+        stopping = record.stopping or names
+        try:
+            ended = await self._ended(stopping, uid)
+        except ProviderError as exc:
+            if remaining > 0:
+                log.info("%s: cannot confirm the deployment stopped yet: %s", record.key, exc)
+                return Requeue(backoff=True)
+            ended = _RUNNING
+        if ended is _RUNNING and remaining > 0:
+            return Requeue(after=min(self._deps.settings.status_poll_seconds, remaining))
+        final = ended if isinstance(ended, DeploymentStatus) else record.last_status
+        where = stopping[0] if stopping else provider
+        await self._remove(pod, record, final, where, ended=ended is not _RUNNING)
+        return None
+
+    async def _remove(
+        self, pod: JSON, record: PodRecord, status: DeploymentStatus | None, provider: str, *, ended: bool
+    ) -> None:
+        """Write the terminated container states, then delete the object (grace 0, UID precondition)."""
+        meta = pod["metadata"]
+        current = (pod.get("status") or {}).get("phase")
+        if current not in ("Succeeded", "Failed") and (status is not None or current == "Running"):
+            failed = not ended or (status is not None and status.phase is Phase.FAILED)
+            await self._writer.write(
+                pod,
+                status,
+                provider,
+                phase="Failed" if failed else "Succeeded",
+                restarts=record.restarts,
+            )
+        await resources.delete_pod_now(self._deps.kube, meta["namespace"], meta["name"], meta["uid"])
+        if record.deployment_deleted:
+            self._deps.placer.release(meta["uid"])

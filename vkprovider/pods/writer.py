@@ -1,0 +1,110 @@
+"""Writing what the pod shows: status patches guarded by resourceVersion, and our annotations.
+
+Status comes only from the provider (``build_status``); a write is skipped when the pod already
+shows it, carries the resourceVersion it was built from (a stale copy gets 409, re-read once,
+never a clobber), and is never made to a finished pod. Annotation patches return the patched
+object, whose resourceVersion the following status write uses, so it does not conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vkprovider.kube import resources
+from vkprovider.kube.client import JSON
+from vkprovider.kube.errors import KubeConflict, KubeError, KubeNotFound
+from vkprovider.models import DeploymentStatus
+from vkprovider.pods.context import TERMINAL, SyncDeps
+from vkprovider.pods.status import PROVIDER_REACHABLE, build_status, needs_write
+
+log = logging.getLogger(__name__)
+
+
+def shows_unreachable(pod: JSON) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == PROVIDER_REACHABLE and c.get("status") == "False" for c in conditions)
+
+
+class StatusWriter:
+    def __init__(self, deps: SyncDeps) -> None:
+        self._deps = deps
+
+    async def write(
+        self,
+        pod: JSON,
+        deployment: DeploymentStatus | None,
+        provider: str,
+        *,
+        phase: str | None = None,
+        reason: str = "",
+        message: str = "",
+        restarts: int = 0,
+        waiting: tuple[str, str] | None = None,
+        reachable: bool | None = None,
+    ) -> None:
+        """Write the status for ``deployment``. ``reachable=False`` marks the provider
+        unreachable; otherwise a pod that shows it unreachable is marked reachable again."""
+        uid = pod["metadata"]["uid"]
+        for attempt in range(2):
+            desired = build_status(
+                pod,
+                deployment,
+                provider=provider,
+                host_ip=self._deps.settings.host_ip,
+                phase=phase,
+                reason=reason,
+                message=message,
+                restarts=restarts,
+                waiting=waiting,
+                reachable=True if reachable is None and shows_unreachable(pod) else reachable,
+            )
+            if not needs_write(pod, desired):
+                return
+            meta = pod["metadata"]
+            try:
+                await resources.patch_pod_status(
+                    self._deps.kube, meta["namespace"], meta["name"], desired, meta["resourceVersion"]
+                )
+                return
+            except KubeNotFound:
+                return
+            except KubeConflict:
+                if attempt:
+                    raise  # still racing: the caller requeues with backoff
+                # Our copy is stale: re-read once and rebuild from the fresh object.
+                fresh = await resources.get_pod(self._deps.kube, meta["namespace"], meta["name"])
+                if fresh is None or fresh["metadata"]["uid"] != uid:
+                    return
+                if (fresh.get("status") or {}).get("phase") in TERMINAL:
+                    return
+                pod = fresh
+
+    async def pending(
+        self, pod: JSON, reason: str, message: str, *, waiting: tuple[str, str] | None = None
+    ) -> None:
+        """Pending with ``reason``; containers wait with ``waiting`` (default: the same reason)."""
+        if (pod.get("status") or {}).get("phase") == "Running":
+            return  # never flip a Running pod back to Pending
+        await self.write(
+            pod,
+            None,
+            "none",
+            phase="Pending",
+            reason=reason,
+            message=message,
+            waiting=waiting or (reason, message),
+        )
+
+    async def annotate(self, pod: JSON, annotations: dict[str, str]) -> JSON:
+        """Patch our annotations; returns the patched pod (or ``pod`` if the patch failed)."""
+        meta = pod["metadata"]
+        try:
+            patched = await resources.patch_pod_annotations(
+                self._deps.kube, meta["namespace"], meta["name"], annotations
+            )
+        except KubeError as exc:
+            log.warning("annotating %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+            return pod
+        if not isinstance(patched, dict) or patched.get("metadata", {}).get("uid") != meta["uid"]:
+            return pod
+        return patched
