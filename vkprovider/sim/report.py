@@ -97,6 +97,8 @@ def markdown(rec: Recording) -> str:
     if not rec.components.get("descheduler", False):
         lines.append("  (without the descheduler nothing brings external replicas home: expect extra spend)")
     lines += [f"- {note}" for note in rec.notes]
+    failed = [a for a in rec.actions if a.kind == "error"]
+    lines += [f"- **timeline step failed**: {a.subject}: {a.detail}" for a in failed]
     lines += ["", "## Timeline", "", "| at | event |", "|---|---|"]
     lines += [f"| {_hours(e.at)} | {_event_text(s, e.kind, e.body)} |" for e in s.events()]
     lines += [
