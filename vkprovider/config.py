@@ -66,6 +66,9 @@ class GrpcPluginConfig(_Section):
     address: str | None = None
     call_timeout_seconds: float = Field(default=10.0, gt=0)
     shutdown_grace_seconds: float = Field(default=5.0, ge=0)
+    pass_env: list[str] = Field(
+        default=[], description="host environment variables the plugin process may see (e.g. its API key)"
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> GrpcPluginConfig:

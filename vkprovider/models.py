@@ -39,6 +39,13 @@ class Phase(enum.StrEnum):
         return self in (Phase.SUCCEEDED, Phase.FAILED)
 
 
+class RateLimit(_Model):
+    """A provider API's request limit as its adapter declares it; ``per_second=None``: no limit."""
+
+    per_second: float | None = Field(default=None, gt=0)
+    burst: int = Field(default=1, ge=1)
+
+
 class Capabilities(_Model):
     """Optional features an adapter has (like CSI's plugin capabilities)."""
 
@@ -46,6 +53,9 @@ class Capabilities(_Model):
     metrics: bool = False
     update_in_place: bool = False
     watch: bool = False
+    #: The API's own limit, the default for placement's client-side limit when config sets none;
+    #: ``None``: the adapter declares nothing (the built-in default applies).
+    rate_limit: RateLimit | None = None
 
 
 class ProviderInfo(_Model):

@@ -98,11 +98,16 @@ class Service:
             s.leader_election.lease_name or f"vkprovider-{s.node.name}",
             s.leader_election.identity,
         )
+        if self.controller is not None:
+            self.controller.elector = elector  # /readyz tells a standby from a leader
         await elector.run(self._act)
 
     async def _act(self) -> None:
+        """One leadership term (or the whole run without election). Everything here may run
+        again in a later term: the controller starts each term from a fresh list."""
         assert self.node is not None and self.controller is not None
-        await self.node.register()
+        # Registration retries on its own: one API error must not end the term (or the process).
+        await supervise("node-register", self.node.register)
         async with asyncio.TaskGroup() as group:
             group.create_task(supervise("node-agent", self.node.run))
             group.create_task(supervise("pod-controller", self.controller.run))

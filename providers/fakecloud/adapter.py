@@ -25,6 +25,7 @@ from vkprovider.plugins.api import (
     Offer,
     ProviderError,
     ProviderInfo,
+    RateLimit,
     Transient,
     normalize_gpu,
 )
@@ -89,7 +90,7 @@ class FakeCloudProvider:
             name=self._name,
             adapter="fakecloud",
             version=__version__,
-            capabilities=Capabilities(logs=True, watch=True),
+            capabilities=Capabilities(logs=True, watch=True, rate_limit=RateLimit()),  # no API limit
         )
 
     async def probe(self) -> None:

@@ -160,7 +160,6 @@ class KubernetesProvider:
         await self._cluster.delete("pod", namespace, name, grace_period_seconds=grace)
         for secret in (name, f"{name}-pull"):  # owned by the pod too; explicit in case GC lags
             await self._cluster.delete("secret", namespace, secret)
-        self._deploy_locks.discard(uid)
         log.info("provider %s: deleted pod %s/%s for uid %s", self._name, namespace, name, uid)
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:

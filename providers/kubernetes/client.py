@@ -27,11 +27,11 @@ from vkprovider.plugins.api import (
     NotFound,
     ProviderError,
     QuotaOrBilling,
+    TokenBucket,
     Transient,
+    error_for_status,
     retry_after_seconds,
 )
-
-from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -70,30 +70,34 @@ def map_error(
 ) -> ProviderError:
     """The single mapping from a failed remote-API call to a provider error class.
 
-    * connection errors, timeouts, 409 (conflict), 410, 429, 5xx → ``Transient`` (honouring
-      ``Retry-After``, in seconds or as an HTTP date)
-    * 400/422 (the API server rejected the pod spec) → ``InvalidRequest``
-    * 401/403 (credentials or RBAC broken, ``ResourceQuota`` exceeded) → ``QuotaOrBilling``: every
-      pod would fail the same way, so stop using the provider and alert
-    * 404 → ``NotFound``, except on create, where it means the namespace is missing (a
-      configuration problem for every pod) → ``QuotaOrBilling``
-    * ``NoCapacity`` is never produced here: the remote scheduler queues pods instead
+    Connection errors and timeouts are ``Transient``; an HTTP status is read by the shared table
+    (``error_for_status``: 429/5xx ``Transient`` honouring ``Retry-After``, 401/403
+    ``QuotaOrBilling`` — credentials, RBAC or a ``ResourceQuota`` fail every pod alike —, 404
+    ``NotFound``, other 4xx such as a rejected pod spec ``InvalidRequest``) except where the API
+    server means something else (:func:`_remote_reading`). ``NoCapacity`` is never produced here:
+    the remote scheduler queues pods instead.
     """
     if exc is not None:
         return Transient(f"{op.value}: {type(exc).__name__}: {exc}"[:300], provider=provider)
     reason, detail = _status_message(body)
     message = f"{op.value}: HTTP {status} {reason}: {detail}".strip()
-    if status in (409, 410) or status == 429 or status >= 500:
-        return Transient(message, provider=provider, retry_after=retry_after_seconds(retry_after))
-    if status in (400, 422):
-        return InvalidRequest(message, provider=provider)
-    if status in (401, 403):
-        return QuotaOrBilling(message, provider=provider)
-    if status == 404:
-        if op is Op.CREATE:
-            return QuotaOrBilling(message, provider=provider)
-        return NotFound(message, provider=provider)
-    return InvalidRequest(message, provider=provider)
+    return error_for_status(
+        status,
+        message,
+        provider=provider,
+        retry_after=retry_after_seconds(retry_after),
+        override=_remote_reading(op, status),
+    )
+
+
+def _remote_reading(op: Op, status: int) -> type[ProviderError] | None:
+    """The API server's own readings: 409 (conflict) and 410 (expired) are worth a retry; a 404
+    on create means the namespace is missing, a configuration problem for every pod."""
+    if status in (409, 410):
+        return Transient
+    if status == 404 and op is Op.CREATE:
+        return QuotaOrBilling
+    return None
 
 
 _NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)

@@ -3,48 +3,24 @@
 from __future__ import annotations
 
 import importlib
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from contract_support import CALL_TIMEOUT, plugin_supervisor
 from harness import Harness
 
-from vkprovider.config import GrpcPluginConfig, ProviderConfig
+from vkprovider.config import ProviderConfig
 from vkprovider.plugins.api import Provider
 from vkprovider.plugins.grpc.client import GrpcProvider
 from vkprovider.plugins.grpc.server import serve_adapter
-from vkprovider.plugins.grpc.supervisor import PluginSupervisor
 from vkprovider.plugins.guard import guard
 from vkprovider.plugins.registry import build_provider, instantiate
 
 HERE = Path(__file__).parent
 HARNESSES = sorted(p.stem for p in HERE.glob("harness_*.py"))
 VARIANTS = ("inprocess", "grpc", "subprocess")
-#: Deadline of every call through GrpcProvider in the suite.
-CALL_TIMEOUT = 3.0
-
-
-def plugin_command(harness: Harness, name: str, config_dir: Path) -> list[str]:
-    """``vkprovider plugin serve`` for this harness's adapter, settings in a YAML file."""
-    config = config_dir / f"{name}.yaml"
-    config.write_text(yaml.safe_dump(harness.settings()))
-    serve = ["plugin", "serve", harness.adapter, "--config", str(config), "--name", name]
-    return [sys.executable, "-m", "vkprovider", *serve]
-
-
-def plugin_supervisor(harness: Harness, name: str, config_dir: Path, **kwargs: Any) -> PluginSupervisor:
-    spec = GrpcPluginConfig(
-        command=plugin_command(harness, name, config_dir),
-        call_timeout_seconds=CALL_TIMEOUT,
-        shutdown_grace_seconds=3.0,
-    )
-    pythonpath = os.pathsep.join([*harness.pythonpath, os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
-    return PluginSupervisor(name, spec, env={"PYTHONPATH": pythonpath}, **kwargs)
 
 
 @pytest.fixture(scope="session", params=HARNESSES)
@@ -99,7 +75,3 @@ def variant(provider: Provider) -> str:
 @pytest.fixture
 def node() -> str:
     return f"node-{uuid.uuid4().hex[:8]}"
-
-
-def new_uid() -> str:
-    return str(uuid.uuid4())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from conftest import new_uid, plugin_supervisor
+from contract_support import new_uid, plugin_supervisor
 from harness import Harness
 
 from vkprovider.plugins.api import (

@@ -138,3 +138,52 @@ async def test_all_providers_down_opens_the_breaker_without_pod_churn(
     pods = await pods_of(kube, namespace, "steady")
     assert {p["metadata"]["uid"] for p in pods} == {p["metadata"]["uid"] for p in running}
     assert all(p["status"]["phase"] == "Running" for p in pods)
+
+
+async def deployments_on(node: VirtualNode, cloud: str) -> list[JSON]:
+    async with httpx.AsyncClient(base_url=node.clouds[cloud].url) as client:
+        resp = await client.get("/admin/deployments")
+        resp.raise_for_status()
+        found: list[JSON] = resp.json()
+        return found
+
+
+@pytest.fixture
+async def two_cloud_node(cluster: Cluster) -> AsyncIterator[VirtualNode]:
+    node = await start_virtual_node(
+        cluster, {"cheap": cloud_config("cheap", 1.0), "premium": cloud_config("premium", 3.0)}
+    )
+    yield node
+    await node.stop()
+
+
+async def test_a_create_that_cannot_be_confirmed_is_never_failed_over(
+    two_cloud_node: VirtualNode, namespace: str
+) -> None:
+    """cheap answers every create try with 503 and then cannot answer the get that would tell
+    whether one of them created the pod: placement waits for cheap instead of risking a twin on
+    premium, and places the pod once cheap can answer."""
+    node = two_cloud_node
+    kube = node.kube
+    assert kube is not None
+    tries = node.placer.config.transient_attempts if node.placer is not None else 3
+    rule = {"method": "POST", "path": "/v1/deployments", "status": 503, "times": tries}
+    await admin(node, "cheap", "POST", "/rules", rule)
+    await admin(
+        node,
+        "cheap",
+        "POST",
+        "/rules",
+        {"method": "GET", "path": "/v1/deployments/{uid}", "status": 503, "times": 1},
+    )
+    await create_deployment(kube, namespace, inference_deployment("unsure", node.name, replicas=1))
+
+    async def running() -> JSON | None:
+        pods = [p for p in await pods_of(kube, namespace, "unsure") if p["status"].get("phase") == "Running"]
+        return pods[0] if pods else None
+
+    pod = await eventually(running)
+    assert pod["metadata"]["annotations"]["vkprovider.io/provider"] == "cheap"
+    uid = pod["metadata"]["uid"]
+    assert [d["uid"] for d in await deployments_on(node, "cheap")] == [uid]
+    assert await deployments_on(node, "premium") == []

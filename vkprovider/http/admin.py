@@ -1,8 +1,10 @@
 """The admin API (plain HTTP on 127.0.0.1 by default): health, readiness, metrics, state, and
 the placement dry-run (``POST /explain`` with a Pod, ``GET /placement``).
 
-``/readyz`` is true once the pod controller has synced its caches; ``/state`` shows what
-placement knows (provider health, breaker, blocklist, budgets) and the queue, for operators.
+``/readyz`` is true for a leader (or the only replica) once the pod controller has synced its
+caches *in the current term*, and for a standby replica, which says it is one (and who leads).
+``/state`` shows what placement knows (provider health, breaker, blocklist, budgets) and the
+queue, for operators.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ def create_admin_app(placer: Placer, controller: PodController, node: _NodeView 
 
     @app.get("/readyz")
     async def readyz(response: Response) -> dict[str, Any]:
-        ready = controller.synced.is_set()
+        ready, detail = controller.readiness()
         response.status_code = 200 if ready else 503
-        return {"ready": ready}
+        return detail
 
     @app.get("/metrics")
     async def metrics() -> Response:

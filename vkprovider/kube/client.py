@@ -3,14 +3,16 @@
 kubernetes_asyncio handles kubeconfig/in-cluster config, TLS and token refresh; we skip its
 model (de)serialisation, which dominates CPU for list/watch of many pods, and exchange plain
 dicts. Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
-bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses.
+bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses. The
+proxy environment is read once at start-up (``transport``), not on every request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -18,6 +20,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
+from vkprovider.kube.transport import settle_environment
 from vkprovider.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,7 @@ class KubeClient:
     """A thin, rate-limited JSON client; one per process."""
 
     def __init__(self, api: client.ApiClient, *, qps: float = 50.0, burst: int = 100) -> None:
+        settle_environment(api)
         self._api = api
         self._limiter = TokenBucket(qps, burst)
         self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
@@ -62,30 +66,30 @@ class KubeClient:
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
         try:
-            raw = await resp.read()
+            with _transport_errors(method, path):
+                raw = await resp.read()
         finally:
             resp.release()
         return json.loads(raw) if raw else None
 
-    async def request_text(self, path: str, *, query: Mapping[str, Any] | None = None) -> str:
-        resp = await self._send("GET", path, query=query)
-        try:
-            return (await resp.read()).decode(errors="replace")
-        finally:
-            resp.release()
-
     async def stream(
         self, path: str, *, query: Mapping[str, Any] | None = None, timeout: float = 330.0
     ) -> AsyncIterator[JSON]:
-        """A watch: yields each JSON line (``{"type": ..., "object": ...}``) until the server closes."""
+        """A watch: yields each JSON line (``{"type": ..., "object": ...}``) until the server closes.
+
+        A stream cut mid-read (apiserver restart, dropped connection, read timeout, a truncated
+        line) raises ``KubeUnavailable`` like any other transport failure, never a raw aiohttp
+        error, so watchers can retry on one class."""
         resp = await self._send("GET", path, query={**(query or {}), "watch": "true"}, timeout=timeout)
         try:
             while True:
-                line = await resp.content.readline()
+                with _transport_errors("WATCH", path):
+                    line = await resp.content.readline()
+                    event = json.loads(line) if line.strip() else None
                 if not line:
                     return
-                if line.strip():
-                    yield json.loads(line)
+                if event is not None:
+                    yield event
         finally:
             resp.release()
 
@@ -102,7 +106,7 @@ class KubeClient:
         await self._limiter.acquire()
         self.calls += 1
         query_params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
-        try:
+        with _transport_errors(method, path):
             resp: aiohttp.ClientResponse = await self._api.call_api(
                 path,
                 method,
@@ -113,15 +117,27 @@ class KubeClient:
                 _preload_content=False,
                 _request_timeout=timeout,
             )
-        except ApiException as exc:
-            raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if resp.status >= 400:
-            raw = await resp.read()
-            resp.release()
+            try:
+                with _transport_errors(method, path):
+                    raw = await resp.read()
+            finally:
+                resp.release()
             raise _error_from_body(resp.status, raw)
         return resp
+
+
+@contextlib.contextmanager
+def _transport_errors(method: str, path: str) -> Iterator[None]:
+    """The one place transport failures become typed errors (connect, send, or mid-read)."""
+    try:
+        yield
+    except ApiException as exc:
+        raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
+    except (TimeoutError, aiohttp.ClientError, OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
+        # a watch line cut short when the apiserver goes away mid-response.
+        raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
 
 
 def _query_value(value: Any) -> str:

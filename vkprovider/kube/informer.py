@@ -3,6 +3,11 @@
 The cache maps ``namespace/name`` to the latest object. Handlers see every change with the
 old and new object, so the controller can ignore status-only updates. ``synced`` is set after
 the first complete list: work must not start before it (DESIGN §4.4).
+
+A broken stream (apiserver restart, dropped connection: ``KubeUnavailable``) is re-opened with
+backoff from the last resourceVersion seen, so nothing is replayed or missed; when that version
+is too old (410) it relists. One informer serves one watch of one leadership term: build a new
+one for a new term, never reuse a cache that was synced before.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.errors import KubeError, KubeGone
+from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -36,34 +42,39 @@ class Informer:
         handler: Handler,
         watch_timeout_seconds: int = 300,
         retry_seconds: float = 1.0,
+        retry_max_seconds: float = 30.0,
     ) -> None:
         self._kube = kube
         self._path = path
         self._field_selector = field_selector
         self._handler = handler
         self._watch_timeout = watch_timeout_seconds
-        self._retry = retry_seconds
+        self._backoff = Backoff(base=retry_seconds, cap=retry_max_seconds, jitter=retry_seconds / 2)
+        self._resource_version = ""
         self.cache: dict[str, JSON] = {}
         self.synced = asyncio.Event()
         self.relists = 0
+        self.reconnects = 0  #: watches re-opened after a transport or server error
 
     def get(self, key: str) -> JSON | None:
         return self.cache.get(key)
 
     async def run(self) -> None:
         """List, then watch from the list's resourceVersion; on 410 or a broken stream, relist."""
-        resource_version = ""
         while True:
             try:
-                if not resource_version:
-                    resource_version = await self._relist()
-                resource_version = await self._watch(resource_version)
+                if not self._resource_version:
+                    self._resource_version = await self._relist()
+                    self._backoff.reset()
+                await self._watch(self._resource_version)
             except KubeGone:
                 log.info("watch of %s expired (410 Gone); relisting", self._path)
-                resource_version = ""
+                self._resource_version = ""
             except KubeError as exc:
-                log.warning("watch of %s failed: %s; retrying", self._path, exc)
-                await asyncio.sleep(self._retry)
+                self.reconnects += 1
+                delay = self._backoff.next()
+                log.warning("watch of %s failed: %s; retrying in %.1fs", self._path, exc, delay)
+                await asyncio.sleep(delay)
 
     async def _relist(self) -> str:
         query: dict[str, Any] = {"fieldSelector": self._field_selector} if self._field_selector else {}
@@ -84,7 +95,9 @@ class Informer:
         self.synced.set()
         return str(body["metadata"]["resourceVersion"])
 
-    async def _watch(self, resource_version: str) -> str:
+    async def _watch(self, resource_version: str) -> None:
+        """Follow the watch; ``self._resource_version`` advances with every event, so a stream
+        cut mid-way resumes where it stopped."""
         query: dict[str, Any] = {
             "resourceVersion": resource_version,
             "allowWatchBookmarks": True,
@@ -98,8 +111,9 @@ class Informer:
                 if obj.get("code") == 410:
                     raise KubeGone(410, str(obj.get("message", "")))
                 raise KubeError(int(obj.get("code") or 0), str(obj.get("message", "watch error")))
-            resource_version = str(obj.get("metadata", {}).get("resourceVersion") or resource_version)
+            version = str(obj.get("metadata", {}).get("resourceVersion") or "")
             if kind == "BOOKMARK":
+                self._resource_version = version or self._resource_version
                 continue
             key = object_key(obj)
             old = self.cache.get(key)
@@ -108,4 +122,5 @@ class Informer:
             else:
                 self.cache[key] = obj
             self._handler(str(kind), old, obj)
-        return resource_version
+            self._resource_version = version or self._resource_version
+            self._backoff.reset()

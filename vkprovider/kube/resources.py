@@ -13,11 +13,6 @@ def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
-async def list_pods(kube: KubeClient, *, field_selector: str) -> tuple[list[JSON], str]:
-    body = await kube.request("GET", "/api/v1/pods", query={"fieldSelector": field_selector})
-    return list(body.get("items") or []), str(body["metadata"]["resourceVersion"])
-
-
 async def get_pod(kube: KubeClient, namespace: str, name: str) -> JSON | None:
     try:
         pod: JSON = await kube.request("GET", pod_path(namespace, name))

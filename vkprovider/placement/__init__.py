@@ -1,7 +1,8 @@
 """Price-weighted placement: choose a provider/offer for a pod, fail over, explain the choice.
 
-The pod controller uses :class:`Placer` (``rank`` / ``deploy`` / ``release``); the node agent
-uses ``placer.health`` (``record_probe`` / ``breaker_open``). See docs/placement.md.
+The pod controller uses :class:`Placer` (``rank`` / ``deploy`` / ``release``, and ``observe`` for
+every status its tracker records); the node agent uses ``placer.health`` (``record_probe`` /
+``breaker_open``). See docs/placement.md.
 """
 
 from vkprovider.placement.config import PlacementConfig

@@ -37,6 +37,16 @@ class Budgets:
                 own = held[1]
         return cap - self.spent(namespace) + own
 
+    def held(self, uid: str) -> tuple[str, float] | None:
+        """``(namespace, cost per hour)`` that ``uid`` holds, if any."""
+        return self._held.get(uid)
+
+    def restore(self, uid: str, held: tuple[str, float] | None) -> None:
+        """Put ``uid`` back to what :meth:`held` said (undo a reservation)."""
+        self.release(uid)
+        if held is not None:
+            self.commit(uid, *held)
+
     def commit(self, uid: str, namespace: str, cost_per_hour: float) -> None:
         self.release(uid)
         self._held[uid] = (namespace, cost_per_hour)

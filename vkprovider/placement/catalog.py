@@ -1,7 +1,9 @@
 """Offer catalog: a cached, indexed copy of every provider's offers.
 
 Refreshed per provider on a timer. A failed refresh keeps the last good catalog (fail open:
-an hour-old price list beats placing nothing) and marks it stale with the error. Capacity is
+an hour-old price list beats placing nothing) and marks it stale with the error. Each outcome is
+also a reachability signal for provider health (``on_refresh``), like the node agent's probes:
+a failed refresh makes the provider unusable for new pods until a probe or refresh succeeds. Capacity is
 decremented optimistically as pods are placed, so a burst of pods does not all pick the last
 unit of one offer, and corrected by the next refresh.
 
@@ -23,6 +25,7 @@ from vkprovider.placement.constraints import normalize_gpu
 from vkprovider.placement.filters import gpu_memory_of
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.types import PlacementTarget
+from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +94,10 @@ class Catalog:
         timeout_seconds: float = 10.0,
         limiters: RateLimiters | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_refresh: Callable[[str, bool, str | None], None] | None = None,
     ) -> None:
         self._providers = dict(providers)
+        self._on_refresh = on_refresh
         self.refresh_seconds = refresh_seconds
         self.timeout_seconds = timeout_seconds
         self._limiters = limiters
@@ -118,7 +123,11 @@ class Catalog:
             log.warning(
                 "offer refresh failed; keeping last catalog", extra={"provider": name, "error": entry.error}
             )
+            if self._on_refresh is not None:
+                self._on_refresh(name, False, f"offer refresh failed: {entry.error}")
             return False
+        if self._on_refresh is not None:
+            self._on_refresh(name, True, None)
         return True
 
     async def refresh_all(self) -> dict[str, bool]:
@@ -135,16 +144,18 @@ class Catalog:
                 group.create_task(self._supervise(name, restart_delay), name=f"catalog-{name}")
 
     async def _supervise(self, name: str, restart_delay: float) -> None:
+        backoff = Backoff(restart_delay, max(restart_delay, self.refresh_seconds))
         while True:
             try:
                 while True:
                     await self.refresh(name)
+                    backoff.reset()
                     await asyncio.sleep(self.refresh_seconds)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("catalog refresh loop crashed; restarting", extra={"provider": name})
-                await asyncio.sleep(restart_delay)
+                await asyncio.sleep(backoff.next())
 
     def take(self, provider: str, offer_id: str) -> None:
         """A pod was placed on this offer: one unit less until the next refresh says otherwise."""

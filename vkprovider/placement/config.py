@@ -39,6 +39,9 @@ class PlacementConfig(_Section):
     offer_timeout_seconds: float = Field(default=10.0, gt=0)
     blocklist_ttl_seconds: float = Field(default=300.0, ge=0)
     deploy_timeout_seconds: float = Field(default=60.0, gt=0)
+    reconcile_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="per get/delete that settles an ambiguous create"
+    )
     transient_attempts: int = Field(default=3, ge=1, le=10, description="tries per candidate")
     transient_backoff_seconds: float = Field(default=0.5, ge=0)
     transient_max_wait_seconds: float = Field(

@@ -81,10 +81,6 @@ class ProviderHealth:
                 state.failing_since = now
             state.last_error = str(error) if error is not None else "probe failed"
 
-    def reachable(self, name: str) -> bool:
-        state = self._states.get(name)
-        return state is None or state.failing_since is None
-
     # Disablement ---------------------------------------------------------------------------
     def disable(self, name: str, reason: str) -> None:
         self.version += 1

@@ -1,19 +1,12 @@
 """The Placer: the one object the pod controller calls to place, and later release, a pod.
 
-``rank`` is pure and fast (reads cached catalogs and state, never does I/O). ``deploy`` ranks,
-then tries candidates in order, reacting to each error class the way DESIGN.md §5 says:
-
-* ``NoCapacity``     -> blocklist (provider, GPU type, region) for a TTL; next candidate at once;
-* ``Transient``      -> retry the same provider with backoff honouring ``retry_after``
-  (a ``retry_after`` beyond ``transient_max_wait_seconds`` moves on instead of blocking);
-  after ``transient_attempts`` tries, the next candidate;
-* ``QuotaOrBilling`` -> disable the provider (Warning), next candidate;
-* ``InvalidRequest`` -> raised at once: the pod fails with its message;
-* nothing worked     -> :class:`NotPlaced` (an ``Unschedulable``): the pod stays Pending and
-  the caller retries with backoff. Its ``reason`` is ``NoCandidates``, ``BudgetExceeded``,
-  ``CircuitOpen`` or ``AllProvidersFailed``.
-
-An unexpected exception from an adapter is a contract violation; it is treated as ``Transient``.
+``rank`` is pure and fast (reads cached catalogs and state, never does I/O). ``deploy`` settles
+earlier ambiguous creates of the UID (``ambiguous``), ranks, then tries candidates in order:
+each one's budget/spread/capacity share is reserved before its call (``reserve``) and the call
+reacts to its error class (``failover``). When nothing worked it raises :class:`NotPlaced` (an
+``Unschedulable``): the pod stays Pending and the caller retries with backoff; its ``reason`` is
+``NoCandidates``, ``BudgetExceeded``, ``CircuitOpen`` or ``AllProvidersFailed``. Statuses the pod
+controller records come back through :meth:`Placer.observe` (``observe``).
 """
 
 from __future__ import annotations
@@ -25,18 +18,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from vkprovider.errors import InvalidRequest, NoCapacity, ProviderError, QuotaOrBilling, Transient
-from vkprovider.models import DeploymentRequest, DeploymentStatus
+from vkprovider.models import DeploymentRequest, DeploymentStatus, ProviderInfo
+from vkprovider.placement.ambiguous import OpenCreates, Settled
 from vkprovider.placement.blocklist import Blocklist, block_key
 from vkprovider.placement.budget import Budgets
 from vkprovider.placement.catalog import Catalog
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.constraints import effective_need, parse_constraints
 from vkprovider.placement.explain import no_candidates_message
+from vkprovider.placement.failover import Failover
 from vkprovider.placement.health import ProviderHealth
+from vkprovider.placement.observe import Observer
 from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
-from vkprovider.placement.retry import transient_retry
+from vkprovider.placement.reserve import Reserver
 from vkprovider.placement.score import ProviderTerms, provider_terms
 from vkprovider.placement.spread import Spread
 from vkprovider.placement.types import (
@@ -79,17 +74,37 @@ class Placer:
         )
         self.blocklist = Blocklist(cfg.blocklist_ttl_seconds, clock=clock)
         self.limiters = RateLimiters(
-            cfg.rate_limit, {n: c.rate_limit for n, c in cfg.providers.items()}, clock=clock, sleep=sleep
+            cfg.rate_limit,
+            {n: c.rate_limit for n, c in cfg.providers.items()},
+            default_is_explicit="rate_limit" in cfg.model_fields_set,
+            clock=clock,
+            sleep=sleep,
         )
+        self._limits_learned: set[str] = set()
         self.catalog = Catalog(
             self.providers,
             refresh_seconds=cfg.offer_refresh_seconds,
             timeout_seconds=cfg.offer_timeout_seconds,
             limiters=self.limiters,
             clock=clock,
+            on_refresh=self.health.record_probe,  # a refresh reaches the provider's API too
         )
         self.budgets = Budgets(cfg.namespace_budgets, cfg.default_namespace_budget)
         self.spread = Spread()
+        self._reserver = Reserver(self.budgets, self.spread, self.catalog)
+        self._open = OpenCreates(
+            self.providers, timeout=cfg.reconcile_timeout_seconds, acquire=self.limiters.acquire
+        )
+        self._failover = Failover(
+            self.providers,
+            cfg,
+            health=self.health,
+            blocklist=self.blocklist,
+            limiters=self.limiters,
+            open_creates=self._open,
+            sleep=sleep,
+        )
+        self._observer = Observer(self.health)
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
         self._terms: dict[str, ProviderTerms] = {}
         self._terms_key: tuple[int, int] = (-1, -1)
@@ -97,11 +112,34 @@ class Placer:
     # Catalog ------------------------------------------------------------------------------
     async def run(self) -> None:
         """Keep every provider's catalog fresh until cancelled."""
+        await self.learn_limits()
         await self.catalog.run()
 
     async def refresh(self) -> dict[str, bool]:
         """Refresh every provider's catalog now (at start-up and in tests)."""
+        await self.learn_limits()
         return await self.catalog.refresh_all()
+
+    async def learn_limits(self) -> None:
+        """Ask each adapter not asked yet for its API's rate limit (``ProviderInfo``), the default
+        for its client-side limit where config sets none. One that cannot answer now keeps the
+        built-in default and is asked again at the next :meth:`refresh`."""
+        names = [
+            n for n in self.providers if n not in self._limits_learned and not self.limiters.configured(n)
+        ]
+        results = await asyncio.gather(*(self._info(n) for n in names), return_exceptions=True)
+        for name, info in zip(names, results, strict=True):
+            if isinstance(info, BaseException):
+                if isinstance(info, asyncio.CancelledError):
+                    raise info
+                log.info("provider %s: no rate limit learned (%s); using the default", name, info)
+                continue
+            self.limiters.declare(name, info.capabilities.rate_limit)
+            self._limits_learned.add(name)
+
+    async def _info(self, name: str) -> ProviderInfo:
+        async with asyncio.timeout(self.config.offer_timeout_seconds):
+            return await self.providers[name].info()
 
     # Decisions ----------------------------------------------------------------------------
     def rank(self, request: DeploymentRequest, ctx: PodContext, *, detail: bool = False) -> Decision:
@@ -153,7 +191,13 @@ class Placer:
         return terms
 
     async def deploy(self, request: DeploymentRequest, ctx: PodContext) -> Placement:
-        decision = self.rank(request, ctx)
+        """Place the pod: settle earlier ambiguous creates, rank, then try candidates in order.
+
+        Raises :class:`~vkprovider.placement.ambiguous.Unsettled` (``Transient``) when a create
+        may have succeeded somewhere and that provider cannot confirm it yet."""
+        uid = request.uid
+        ctx, inputs, decision = await self._decide(request, ctx)
+        share = inputs.need.spread_max_share
         warnings: list[tuple[str, str]] = []
         if ctx.current_provider is None and self.health.breaker_open():
             raise NotPlaced(
@@ -171,8 +215,9 @@ class Placer:
                 warnings=warnings,
             )
         attempts: list[Attempt] = []
+        calls = 0
         for cand in decision.candidates:
-            if len(attempts) >= self.config.max_attempts:
+            if calls >= self.config.max_attempts:
                 break
             offer, name = cand.offer, cand.provider
             if not cand.current and (
@@ -180,79 +225,80 @@ class Placer:
                 or self.blocklist.is_blocked(block_key(name, offer.gpu_type, offer.region))
             ):
                 continue  # disabled/blocklisted by an earlier attempt of this very deploy
-            placed = request.model_copy(
-                update={
-                    "offer_id": offer.offer_id,
-                    "region": offer.region or None,
-                    "spot": offer.spot,
-                    "gpu_type": offer.gpu_type,
-                }
-            )
+            held = self._reserver.reserve(uid, ctx, cand, share)
+            if isinstance(held, str):  # a concurrent deploy took the budget/slot/unit meanwhile
+                attempts.append(Attempt(name, offer.offer_id, held, "taken by a concurrent placement"))
+                continue
+            calls += 1
             try:
-                status = await self._deploy_with_retry(name, placed)
-            except InvalidRequest:
+                outcome = await self._failover.call(name, offer, request)
+            except BaseException:
+                self._reserver.undo(held)
                 raise
-            except NoCapacity as exc:
-                self.blocklist.add(name, offer.gpu_type, offer.region, exc.message)
-                attempts.append(Attempt(name, offer.offer_id, "NoCapacity", exc.message))
-                warnings.append(
-                    ("ProviderNoCapacity", f"{name}/{offer.offer_id}: {exc.message}; trying next")
-                )
-            except QuotaOrBilling as exc:
-                self.health.disable(name, exc.message)
-                attempts.append(Attempt(name, offer.offer_id, "QuotaOrBilling", exc.message))
-                warnings.append(("ProviderDisabled", f"{name} disabled (quota or billing): {exc.message}"))
-            except ProviderError as exc:
-                self.health.record_call(name, False)
-                attempts.append(Attempt(name, offer.offer_id, exc.code, exc.message))
-                warnings.append(("ProviderCreateFailed", f"{name}/{offer.offer_id}: {exc.message}"))
-            else:
-                self.health.record_call(name, True)
-                self._commit(request.uid, ctx, cand)
-                attempts.append(Attempt(name, offer.offer_id, "ok"))
+            attempts.append(outcome.attempt)
+            if outcome.warning is not None:
+                warnings.append(outcome.warning)
+            if (status := outcome.status) is not None:
+                self._commit(uid, cand)
+                fresh = not cand.current and not outcome.adopted
+                self._observer.deployed(uid, name, self._clock() if fresh else None)
+                self._observer.observe(uid, name, status, self._clock())
                 final = replace(decision, chosen=cand, attempts=tuple(attempts))
                 return Placement(name, offer, status, final, warnings)
+            self._reserver.undo(held)
         final = replace(decision, attempts=tuple(attempts))
         tried = "; ".join(f"{a.provider}/{a.offer_id}: {a.outcome}" for a in attempts) or "none usable"
-        raise NotPlaced(
-            f"all candidates failed ({tried})", reason="AllProvidersFailed", decision=final, warnings=warnings
-        )
+        reason = "AllProvidersFailed"
+        if calls == 0:
+            reason = "BudgetExceeded" if any(a.outcome == "budget" for a in attempts) else "NoCandidates"
+        raise NotPlaced(f"all candidates failed ({tried})", reason=reason, decision=final, warnings=warnings)
 
-    async def _deploy_with_retry(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
-        cfg = self.config
-        retrying = transient_retry(
-            cfg.transient_attempts, cfg.transient_backoff_seconds, cfg.transient_max_wait_seconds, self._sleep
-        )
-        async for attempt in retrying:
-            with attempt:
-                await self.limiters.acquire(name)
-                return await self._call_deploy(name, request)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+    async def _decide(
+        self, request: DeploymentRequest, ctx: PodContext
+    ) -> tuple[PodContext, RankInputs, Decision]:
+        """Rank, after settling earlier ambiguous creates of this UID (a live one is kept)."""
+        uid = request.uid
+        kept = await self._settle_earlier(uid, ctx)
+        inputs = self.rank_inputs(request, kept)
+        decision = rank_offers(uid, inputs, stale=self.catalog.stale())
+        if kept is ctx or any(c.current for c in decision.candidates):
+            return kept, inputs, decision
+        # Found live where no offer fits the pod any more: remove it, then choose afresh.
+        assert kept.current_provider is not None
+        self._open.open(uid, kept.current_provider)
+        await self._open.settle(uid, kept.current_provider, keep_live=False)
+        inputs = self.rank_inputs(request, ctx)
+        return ctx, inputs, rank_offers(uid, inputs, stale=self.catalog.stale())
 
-    async def _call_deploy(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
-        try:
-            async with asyncio.timeout(self.config.deploy_timeout_seconds):
-                return await self.providers[name].deploy(request)
-        except ProviderError:
-            raise
-        except TimeoutError:
-            raise Transient("deploy timed out", provider=name) from None
-        except Exception as exc:  # contract violation: adapters must raise the error classes
-            log.exception("adapter raised an unclassified error", extra={"provider": name})
-            raise Transient(f"unexpected {type(exc).__name__}: {exc}", provider=name) from exc
+    async def _settle_earlier(self, uid: str, ctx: PodContext) -> PodContext:
+        """Settle this UID's open questions from earlier deploys before choosing anything.
+
+        A deployment found live is kept where it is (the ranker's hysteresis puts its provider
+        first and the idempotent deploy returns it); every other provider must then not hold one.
+        """
+        live: list[Settled] = []
+        for name in self._open.providers_of(uid):
+            settled = await self._open.settle(uid, name)
+            if settled.status is not None:
+                live.append(settled)
+        if not live:
+            return ctx
+        keep = next((s for s in live if s.provider == ctx.current_provider), live[0])
+        for extra in live:
+            if extra is not keep:  # two live: keep one, delete the rest before going on
+                self._open.open(uid, extra.provider)
+                await self._open.settle(uid, extra.provider, keep_live=False)
+        assert keep.status is not None
+        return replace(ctx, current_provider=keep.provider, current_offer=keep.status.offer_id or None)
 
     # Bookkeeping --------------------------------------------------------------------------
-    def _commit(self, uid: str, ctx: PodContext, cand: Candidate) -> None:
+    def _commit(self, uid: str, cand: Candidate) -> None:
+        """The deploy worked: the reservation stands; a previous offer's unit is given back."""
         key = (cand.provider, cand.offer.offer_id)
         previous = self._placed.get(uid)
-        if previous != key:
-            if previous is not None:
-                self.catalog.give_back(*previous)
-            if not cand.current:  # a pod already running there holds its capacity
-                self.catalog.take(*key)
+        if previous is not None and previous != key and previous[1]:
+            self.catalog.give_back(*previous)
         self._placed[uid] = key
-        self.budgets.commit(uid, ctx.namespace, cand.discounted_price)
-        self.spread.add(uid, ctx.workload, cand.provider)
 
     def adopt(
         self,
@@ -271,20 +317,31 @@ class Placer:
         self._placed[uid] = (provider, offer_id)
         self.budgets.commit(uid, ctx.namespace, cost)
         self.spread.add(uid, ctx.workload, provider)
+        self._observer.deployed(uid, provider, None)
 
     def release(self, uid: str) -> None:
         """The pod is gone: free its budget share, spread slot and (optimistically) capacity."""
         placed = self._placed.pop(uid, None)
         if placed is not None and placed[1]:
             self.catalog.give_back(*placed)
+        self._open.forget(uid)
+        self._observer.forget(uid)
         self.budgets.release(uid)
         self.spread.release(uid)
+
+    def observe(self, uid: str, provider: str, status: DeploymentStatus, now: float | None = None) -> None:
+        """A status the pod controller recorded for ``uid`` on ``provider`` (any source).
+
+        Feeds the score: the first Running after our deploy is that provider's start-up time; a
+        provider-reported preemption or loss counts as a failure (see ``placement/observe.py``)."""
+        self._observer.observe(uid, provider, status, self._clock() if now is None else now)
 
     def placed(self, uid: str) -> tuple[str, str] | None:
         return self._placed.get(uid)
 
     def summary(self) -> dict[str, Any]:
-        """State for the admin API: health, breaker, blocklist, budgets, catalog freshness."""
+        """State for the admin API: health, breaker, blocklist, budgets, catalog freshness,
+        unsettled creates."""
         return {
             "breaker_open": self.health.breaker_open(),
             "providers": self.health.summary(),
@@ -294,4 +351,6 @@ class Placer:
                 for e in self.blocklist.entries()
             ],
             "budgets": self.budgets.summary(),
+            # UIDs whose create may have reached a provider that could not confirm it yet
+            "unsettled_creates": self._open.summary(),
         }

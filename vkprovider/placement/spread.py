@@ -25,8 +25,15 @@ class Spread:
         self._pods: dict[str, tuple[str, str]] = {}  # uid -> (workload, provider)
         self._counts: dict[str, Counter[str]] = {}
 
-    def counts(self, workload: str) -> Counter[str]:
-        return self._counts.get(workload) or Counter()
+    def held(self, uid: str) -> tuple[str, str] | None:
+        """``(workload, provider)`` that ``uid`` holds, if any."""
+        return self._pods.get(uid)
+
+    def restore(self, uid: str, held: tuple[str, str] | None) -> None:
+        """Put ``uid`` back to what :meth:`held` said (undo a reservation)."""
+        self.release(uid)
+        if held is not None:
+            self.add(uid, *held)
 
     def allowed(self, workload: str | None, provider: str, max_share: float | None, uid: str) -> bool:
         """May ``uid`` (a replica of ``workload``) be placed on ``provider``?"""

@@ -13,18 +13,25 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from vkprovider.errors import Unschedulable
-from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer
+from vkprovider.models import DeploymentRequest, DeploymentStatus, Offer, ProviderInfo
 
 
 class PlacementTarget(Protocol):
-    """What placement calls on a provider: its catalog and deploy."""
+    """What placement calls on a provider: its identity (declared API rate limit), catalog,
+    deploy, and the get/delete that settle an ambiguous create."""
 
     @property
     def name(self) -> str: ...
 
+    async def info(self) -> ProviderInfo: ...
+
     async def offers(self) -> list[Offer]: ...
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus: ...
+
+    async def get(self, uid: str) -> DeploymentStatus: ...
+
+    async def delete(self, uid: str) -> None: ...
 
 
 @dataclass(frozen=True)

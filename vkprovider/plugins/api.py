@@ -20,8 +20,8 @@ Contract rules (the contract suite in ``tests/contract/`` checks every one):
 
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
-names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`) and a keyed HTTP client
-(:mod:`.http_client`).
+names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`), a keyed HTTP client
+(:mod:`.http_client`) and the project's token bucket for client-side rate limits.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from vkprovider.models import (
     Phase,
     Port,
     ProviderInfo,
+    RateLimit,
     RegistryCredential,
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
@@ -74,6 +75,7 @@ from vkprovider.plugins.http_errors import (
     transport_error,
 )
 from vkprovider.plugins.uid_locks import UidLocks
+from vkprovider.ratelimit import TokenBucket
 
 __all__ = [
     "LABEL_NODE_NAME",
@@ -104,9 +106,11 @@ __all__ = [
     "ProviderError",
     "ProviderInfo",
     "QuotaOrBilling",
+    "RateLimit",
     "RegistryCredential",
     "SupportsLogs",
     "SupportsWatch",
+    "TokenBucket",
     "Transient",
     "UidLocks",
     "error_body",

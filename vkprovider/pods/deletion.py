@@ -38,10 +38,9 @@ class Deletion:
     # ------------------------------------------------------------------ provider side
 
     def holders(self, uid: str, pod: JSON | None = None) -> list[str]:
-        """Providers that may hold a deployment of ``uid``: tracked status, placement, and the
-        provider the pod's annotation names (a provider whose list failed since a restart)."""
-        tracked = self._deps.tracker.get(uid)
-        names = [tracked.provider] if tracked else []
+        """Providers that may hold a deployment of ``uid``: tracked status and twins, placement,
+        and the provider the pod's annotation names (a provider whose list failed since a restart)."""
+        names = list(dict.fromkeys(tracked.provider for _, tracked in self._deps.tracker.entries(uid)))
         placed = self._deps.placer.placed(uid)
         annotated = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_PROVIDER)
         for name in (placed[0] if placed else None, annotated):

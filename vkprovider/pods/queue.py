@@ -3,8 +3,11 @@
 * A key is processed by at most one worker at a time; adding a key while it is processed marks
   it dirty, and it is queued again when the worker calls ``done``.
 * Adding a key that is already queued is a no-op (events coalesce).
-* ``add_rate_limited`` re-adds after a per-key exponential backoff (reset by ``forget``), and a
-  global token bucket caps how fast keys leave the queue overall.
+* ``add_rate_limited`` re-adds after a per-key exponential backoff (reset only by ``forget``: a
+  plain ``add`` while the key waits out its backoff queues it now but keeps its failure count),
+  and a global token bucket caps how fast keys leave the queue overall.
+* ``get`` takes its rate token *before* it takes a key, so a worker cancelled while waiting for
+  either leaves no key marked processing (it would never be handed out again).
 """
 
 from __future__ import annotations
@@ -91,18 +94,21 @@ class WorkQueue:
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
 
-    def failures(self, key: str) -> int:
-        return self._failures.get(key, 0)
+    def processing(self, key: str) -> bool:
+        """Is a worker on ``key`` right now?"""
+        return key in self._processing
 
     async def get(self) -> str:
-        key = await self._queue.get()
+        if self._shutdown:
+            raise ShutDown
+        if self._rate is not None:
+            await self._rate.acquire()
+        key = await self._queue.get()  # cancel-safe: nothing is taken unless it returns
         if key is None or self._shutdown:
             self._queue.put_nowait(None)  # wake the next worker too
             raise ShutDown
         self._queued.discard(key)
         self._processing.add(key)
-        if self._rate is not None:
-            await self._rate.acquire()
         return key
 
     def done(self, key: str) -> None:

@@ -61,7 +61,9 @@ async def test_a_hung_probe_times_out_without_delaying_the_others() -> None:
     async with asyncio.timeout(5):
         assert await prober.probe_all()
     assert "timed out" in prober.errors["dear"]
-    assert not placer.health.reachable("dear") and placer.health.reachable("cheap")
+    assert (
+        placer.health.unusable_reason("dear") is not None and placer.health.unusable_reason("cheap") is None
+    )
 
 
 async def test_no_providers_means_not_ready() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 from vkprovider.models import (
@@ -40,6 +41,11 @@ class MemProvider(InMemoryProvider):
         self.failures = list(failures)  # raised by successive deploy calls, then success
         self.offers_error: BaseException | None = None
         self.deploy_calls: list[DeploymentRequest] = []
+        self.after_create: list[BaseException] = []  # raised by deploys that did create it
+        self.get_failures: list[BaseException] = []  # raised by successive get calls
+        self.get_calls = 0
+        self.deleted: list[str] = []
+        self.deploy_seconds = 0.0  # real time each deploy takes (concurrency tests)
 
     async def offers(self) -> list[Offer]:
         if self.offers_error is not None:
@@ -48,9 +54,24 @@ class MemProvider(InMemoryProvider):
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
         self.deploy_calls.append(request)
+        if self.deploy_seconds:
+            await asyncio.sleep(self.deploy_seconds)
         if self.failures:
             raise self.failures.pop(0)
-        return await super().deploy(request)
+        status = await super().deploy(request)
+        if self.after_create:
+            raise self.after_create.pop(0)
+        return status
+
+    async def get(self, uid: str) -> DeploymentStatus:
+        self.get_calls += 1
+        if self.get_failures:
+            raise self.get_failures.pop(0)
+        return await super().get(uid)
+
+    async def delete(self, uid: str) -> None:
+        self.deleted.append(uid)
+        await super().delete(uid)
 
 
 def offer(

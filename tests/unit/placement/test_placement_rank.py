@@ -70,8 +70,17 @@ async def test_stale_catalogs_are_used_and_reported() -> None:
     placer: Any = await placer_for(a)
     a.offers_error = Transient("boom")
     await placer.refresh()
+    # A failed refresh is a failed reachability check, like a failed probe ...
+    decision = placer.rank(request(), CTX)
+    assert decision.stale == ("a",) and decision.rejected_counts == {"unhealthy": 1}
+    assert "offer refresh failed: Transient: boom" in placer.health.summary()["a"]["last_error"]
+    # ... and once a probe reaches the provider again, the last catalog is used (fail open).
+    placer.health.record_probe("a", True)
     decision = placer.rank(request(), CTX)
     assert decision.stale == ("a",) and decision.candidates[0].offer.offer_id == "a1"
+    a.offers_error = None
+    await placer.refresh()
+    assert placer.rank(request(), CTX).stale == ()
 
 
 async def test_provider_allow_list_from_config_and_pod() -> None:

@@ -38,12 +38,12 @@ def test_blocklist_custom_ttl_and_operator_remove() -> None:
 def test_health_unreachable_then_recovered() -> None:
     clock = Clock()
     h = ProviderHealth(["a"], clock=clock)
-    assert h.reachable("a") and h.unusable_reason("a") is None
+    assert h.unusable_reason("a") is None and h.summary()["a"]["reachable"]
     h.record_probe("a", False, "connection refused")
-    assert not h.reachable("a")
+    assert not h.summary()["a"]["reachable"]
     assert h.unusable_reason("a") == ("unhealthy", "provider unreachable: connection refused")
     h.record_probe("a", True)
-    assert h.reachable("a")
+    assert h.unusable_reason("a") is None and h.summary()["a"]["reachable"]
 
 
 def test_breaker_opens_only_when_every_provider_fails_for_the_period() -> None:
@@ -145,4 +145,6 @@ def test_spread_allows_share_and_counts_release() -> None:
     assert s.allowed("w", "a", 0.5, "u3")  # 2 of 3 on a: ceil(1.5) = 2
     s.release("u1")
     s.release("u2")
-    assert s.counts("w") == {}
+    assert s.held("u1") is None and s.held("u2") is None
+    s.add("u3", "w", "a")
+    assert not s.allowed("w", "a", 0.5, "u4") and s.allowed("w", "b", 0.5, "u4")  # only u3 counts

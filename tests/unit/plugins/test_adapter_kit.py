@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import time
@@ -290,7 +291,6 @@ def test_catalog_memory_picks_the_variant_and_keeps_unknown_cards_apart() -> Non
 
 async def test_uid_locks_serialise_one_uid_and_not_others() -> None:
     locks = UidLocks()
-    assert locks.lock("a") is locks.lock("a") and locks.lock("a") is not locks.lock("b")
     order: list[str] = []
 
     async def work(uid: str, tag: str) -> None:
@@ -302,10 +302,34 @@ async def test_uid_locks_serialise_one_uid_and_not_others() -> None:
     await asyncio.gather(work("a", "a1"), work("a", "a2"), work("b", "b1"))
     assert order.index("a1-") < order.index("a2+")
     assert order.index("b1+") < order.index("a1-")
-    assert len(locks) == 2
-    locks.discard("a")
+
+
+async def test_uid_locks_are_dropped_once_nobody_holds_or_waits() -> None:
+    locks = UidLocks()
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold(uid: str) -> None:
+        async with locks.lock(uid):
+            entered.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold("a"))
+    await entered.wait()
+    waiter = asyncio.create_task(hold("a"))
+    cancelled = asyncio.create_task(hold("a"))
+    await asyncio.sleep(0)
+    assert locks.locked("a") and len(locks) == 1
+    cancelled.cancel()  # a waiter cancelled in the queue counts itself out
+    await asyncio.gather(cancelled, return_exceptions=True)
+    release.set()
+    await asyncio.gather(holder, waiter)
+    assert len(locks) == 0 and not locks.locked("a")
+    with contextlib.suppress(RuntimeError):
+        async with locks.lock("b"):
+            raise RuntimeError("deploy failed")  # a failed deploy leaves nothing behind either
+    assert len(locks) == 0
     locks.discard("never-seen")
-    assert len(locks) == 1
 
 
 class _KitClient(KeyedHttpClient[str]):

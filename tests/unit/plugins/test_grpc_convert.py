@@ -20,6 +20,7 @@ from vkprovider.models import (
     Phase,
     Port,
     ProviderInfo,
+    RateLimit,
     RegistryCredential,
 )
 from vkprovider.plugins._generated import provider_pb2 as pb
@@ -112,6 +113,10 @@ def test_status_round_trip(phase: Phase) -> None:
 def test_info_offer_and_log_options_round_trip() -> None:
     info = ProviderInfo(name="n", adapter="a", version="1", capabilities=Capabilities(logs=True, watch=True))
     assert convert.info_from_pb(convert.info_to_pb(info), name="n") == info
+    for limit in (RateLimit(per_second=2.5, burst=4), RateLimit()):  # a declared limit; declared none
+        limited = info.model_copy(update={"capabilities": Capabilities(rate_limit=limit)})
+        wire = pb.ProviderInfo.FromString(convert.info_to_pb(limited).SerializeToString())
+        assert convert.info_from_pb(wire, name="n") == limited
     offer = Offer(
         provider="p", offer_id="o", gpu_type="A100", gpu_count=8, gpu_memory_gb=80, region="us",
         price_per_hour=12.5, capacity=3, spot=True, cpu=64, memory_gb=512,

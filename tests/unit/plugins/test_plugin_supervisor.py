@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import signal
 import sys
 import textwrap
@@ -15,6 +17,7 @@ from plugin_fixtures import TinyProvider
 from vkprovider.config import GrpcPluginConfig
 from vkprovider.plugins.api import Transient
 from vkprovider.plugins.grpc.client import GrpcProvider
+from vkprovider.plugins.grpc.handshake import ADDRESS_ENV
 from vkprovider.plugins.grpc.server import serve_adapter
 from vkprovider.plugins.grpc.supervisor import PluginSupervisor
 
@@ -110,7 +113,33 @@ async def test_close_during_backoff_does_not_wait_it_out(closing: list[PluginSup
 def test_backoff_doubles_up_to_the_cap() -> None:
     config = GrpcPluginConfig(command=["x"])
     sup = PluginSupervisor("p", config, backoff_initial=0.5, backoff_max=3)
-    assert [sup.backoff_delay(a) for a in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert [sup.backoff.next() for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    sup.backoff.reset()  # after a plugin stayed up for stable_seconds
+    assert sup.backoff.next() == 0.5
+
+
+async def test_plugin_sees_only_its_own_environment(
+    closing: list[PluginSupervisor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VKPROVIDER_ADMIN_TOKEN", "host-secret")
+    monkeypatch.setenv("RUNPOD_API_KEY", "other-providers-key")
+    monkeypatch.setenv("VASTAI_API_KEY", "another-key")
+    monkeypatch.setenv("MYCLOUD_API_KEY", "this-plugins-key")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    out = tmp_path / "env.json"
+    code = (
+        f"import json, os; open({str(out)!r}, 'w').write(json.dumps(dict(os.environ))); raise SystemExit(3)"
+    )
+    config = GrpcPluginConfig(command=python(code), pass_env=["MYCLOUD_API_KEY"])
+    sup = PluginSupervisor("plug", config, env={"PLUGIN_MODE": "test"}, backoff_initial=5)
+    closing.append(sup)
+    with pytest.raises(Transient, match="exited"):
+        await GrpcProvider("plug", sup, call_timeout=30).probe()
+    seen = json.loads(out.read_text())
+    assert not {"VKPROVIDER_ADMIN_TOKEN", "RUNPOD_API_KEY", "VASTAI_API_KEY"} & set(seen)
+    assert seen["MYCLOUD_API_KEY"] == "this-plugins-key" and seen["PLUGIN_MODE"] == "test"
+    assert seen["PATH"] == os.environ["PATH"] and seen["LC_ALL"] == "C.UTF-8"
+    assert seen[ADDRESS_ENV].startswith("unix:")  # what the host gives it on purpose
 
 
 async def test_sidecar_address_is_dialled_and_health_checked(closing: list[PluginSupervisor]) -> None:

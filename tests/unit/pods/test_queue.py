@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from vkprovider.pods.queue import ShutDown, WorkQueue
+from vkprovider.ratelimit import TokenBucket
 
 
 async def test_adding_a_queued_key_twice_coalesces() -> None:
@@ -59,3 +60,50 @@ async def test_shutdown_releases_every_waiting_worker() -> None:
         with pytest.raises(ShutDown):
             async with asyncio.timeout(5):
                 await waiter
+
+
+class FrozenTime:
+    """A clock that moves only when told, and a sleep that waits for it, for a TokenBucket."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.moved = asyncio.Event()
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        await self.moved.wait()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.moved.set()
+
+
+async def test_a_worker_cancelled_while_rate_limited_does_not_strand_its_key() -> None:
+    time = FrozenTime()
+    bucket = TokenBucket(1.0, 1, clock=time.clock, sleep=time.sleep)
+    assert bucket.try_acquire()  # the bucket is empty: the next get must wait for a token
+    queue = WorkQueue(rate=bucket)
+    queue.add("a")
+    waiting = asyncio.create_task(queue.get())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    waiting.cancel()  # e.g. leadership lost, or shutdown of the worker's task group
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert queue.busy == 0 and len(queue) == 1
+    time.advance(5.0)
+    async with asyncio.timeout(5):
+        assert await queue.get() == "a"  # handed out again, not stuck as "processing"
+
+
+async def test_a_plain_add_during_backoff_keeps_the_failure_count() -> None:
+    queue = WorkQueue(base_delay=0.5, max_delay=60.0)
+    assert [queue.add_rate_limited("a") for _ in range(3)] == [0.5, 1.0, 2.0]
+    queue.add("a")  # an unrelated event while the key waits out its backoff
+    async with asyncio.timeout(5):
+        key = await queue.get()
+    queue.done(key)
+    assert queue.add_rate_limited("a") == 4.0  # still backing off, not back to 0.5

@@ -191,7 +191,10 @@ def test_offers_count_free_gpus_per_shape() -> None:
         (Op.READ, 401, QuotaOrBilling),
         (Op.READ, 429, Transient),
         (Op.DELETE, 409, Transient),
+        (Op.READ, 410, Transient),
         (Op.READ, 503, Transient),
+        (Op.NODES, 400, InvalidRequest),
+        (Op.READ, 402, QuotaOrBilling),  # the shared table's reading, like every HTTP adapter
     ],
 )
 def test_error_mapping(op: Op, status: int, expected: type) -> None:

@@ -38,16 +38,26 @@ CONTAINER_STATE_RUNNING: ContainerState
 CONTAINER_STATE_TERMINATED: ContainerState
 
 class Capabilities(_message.Message):
-    __slots__ = ("logs", "metrics", "update_in_place", "watch")
+    __slots__ = ("logs", "metrics", "update_in_place", "watch", "rate_limit")
     LOGS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_IN_PLACE_FIELD_NUMBER: _ClassVar[int]
     WATCH_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     logs: bool
     metrics: bool
     update_in_place: bool
     watch: bool
-    def __init__(self, logs: _Optional[bool] = ..., metrics: _Optional[bool] = ..., update_in_place: _Optional[bool] = ..., watch: _Optional[bool] = ...) -> None: ...
+    rate_limit: RateLimit
+    def __init__(self, logs: _Optional[bool] = ..., metrics: _Optional[bool] = ..., update_in_place: _Optional[bool] = ..., watch: _Optional[bool] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ("per_second", "burst")
+    PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    per_second: float
+    burst: int
+    def __init__(self, per_second: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class ProviderInfo(_message.Message):
     __slots__ = ("name", "adapter", "version", "capabilities")

@@ -22,6 +22,7 @@ from vkprovider.models import (
     Offer,
     Phase,
     ProviderInfo,
+    RateLimit,
 )
 from vkprovider.plugins._generated import provider_pb2 as pb
 
@@ -65,12 +66,19 @@ def _dt(msg: timestamp_pb2.Timestamp) -> datetime:
 
 def info_to_pb(info: ProviderInfo) -> pb.ProviderInfo:
     caps = info.capabilities
+    limit = caps.rate_limit
     return pb.ProviderInfo(
         name=info.name,
         adapter=info.adapter,
         version=info.version,
         capabilities=pb.Capabilities(
-            logs=caps.logs, metrics=caps.metrics, update_in_place=caps.update_in_place, watch=caps.watch
+            logs=caps.logs,
+            metrics=caps.metrics,
+            update_in_place=caps.update_in_place,
+            watch=caps.watch,
+            rate_limit=None
+            if limit is None
+            else pb.RateLimit(per_second=limit.per_second, burst=limit.burst),
         ),
     )
 
@@ -83,10 +91,21 @@ def info_from_pb(msg: pb.ProviderInfo, *, name: str) -> ProviderInfo:
             adapter=msg.adapter,
             version=msg.version,
             capabilities=Capabilities(
-                logs=c.logs, metrics=c.metrics, update_in_place=c.update_in_place, watch=c.watch
+                logs=c.logs,
+                metrics=c.metrics,
+                update_in_place=c.update_in_place,
+                watch=c.watch,
+                rate_limit=_rate_limit_from_pb(c),
             ),
         )
     )
+
+
+def _rate_limit_from_pb(c: pb.Capabilities) -> RateLimit | None:
+    if not c.HasField("rate_limit"):
+        return None
+    r = c.rate_limit
+    return RateLimit(per_second=r.per_second if r.HasField("per_second") else None, burst=r.burst or 1)
 
 
 def offer_to_pb(o: Offer) -> pb.Offer:

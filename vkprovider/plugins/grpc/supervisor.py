@@ -8,6 +8,10 @@ an RPC in flight fails with UNAVAILABLE as the socket closes (``Transient``), an
 waits for a restart only within the caller's deadline, or fails at once while in backoff.
 Shutdown sends SIGTERM, waits ``shutdown_grace_seconds``, then SIGKILL, always to the PID we
 started, never by name. Address mode: dial ``config.address`` (a sidecar someone else runs).
+
+The plugin does not inherit the host's environment, which holds every other provider's API key:
+it gets only what a process needs to run (:data:`BASE_ENV`, ``LC_*``, ``PYTHON*``), the host
+variables its config names in ``pass_env``, and the explicit ``env`` the host passes.
 """
 
 from __future__ import annotations
@@ -27,8 +31,22 @@ import grpc
 from vkprovider.errors import Transient
 from vkprovider.plugins.grpc.channel import AddressChannel, check_health, open_channel
 from vkprovider.plugins.grpc.handshake import ADDRESS_ENV, HandshakeError, is_handshake, parse_handshake
+from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
+
+#: Host variables every plugin gets: enough to find programs, decode text and write temp files.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "VIRTUAL_ENV")
+BASE_PREFIXES = ("LC_", "PYTHON")
+
+
+def plugin_environment(
+    host: Mapping[str, str], pass_env: list[str] | tuple[str, ...], extra: Mapping[str, str]
+) -> dict[str, str]:
+    """The plugin's environment: the base set and ``pass_env`` names from ``host``, then ``extra``."""
+    wanted = set(BASE_ENV) | set(pass_env)
+    env = {k: v for k, v in host.items() if k in wanted or k.startswith(BASE_PREFIXES)}
+    return {**env, **extra}
 
 
 class PluginSpec(Protocol):
@@ -45,6 +63,8 @@ class PluginSpec(Protocol):
     def call_timeout_seconds(self) -> float: ...
     @property
     def shutdown_grace_seconds(self) -> float: ...
+    @property
+    def pass_env(self) -> list[str]: ...
 
 
 class PluginStartError(Exception):
@@ -70,8 +90,7 @@ class PluginSupervisor:
         self.name = name
         self.config = config
         self.start_timeout = start_timeout
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.backoff = Backoff(backoff_initial, backoff_max)
         self.stable_seconds = stable_seconds
         self.health_interval = health_interval
         self.health_failures = health_failures
@@ -84,7 +103,7 @@ class PluginSupervisor:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._backoff_until = 0.0
+        self.backoff_until = 0.0
         self._last_error = ""
         self._sockdir: str | None = None
         self._log_tasks: set[asyncio.Task[None]] = set()
@@ -115,8 +134,8 @@ class PluginSupervisor:
                 raise Transient("plugin is shutting down", provider=self.name)
             if self._channel is not None and self._serving:
                 return self._channel
-            if loop.time() < self._backoff_until:
-                wait = self._backoff_until - loop.time()
+            if loop.time() < self.backoff_until:
+                wait = self.backoff_until - loop.time()
                 raise Transient(
                     f"plugin is down ({self._last_error}); restarting in {wait:.1f}s", provider=self.name
                 )
@@ -127,16 +146,11 @@ class PluginSupervisor:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def backoff_delay(self, attempt: int) -> float:
-        """Seconds to wait before restart number ``attempt`` (0-based) of a crash loop."""
-        return float(min(self.backoff_initial * 2**attempt, self.backoff_max))
-
     # ---- the supervision loop --------------------------------------------------------------
 
     async def _supervise(self) -> None:
         loop = asyncio.get_running_loop()
         self._sockdir = tempfile.mkdtemp(prefix="vkp-")
-        attempt = 0
         while not self._stopping:
             started = loop.time()
             try:
@@ -152,11 +166,10 @@ class PluginSupervisor:
             if self._stopping:
                 break
             if loop.time() - started >= self.stable_seconds:
-                attempt = 0
-            delay = self.backoff_delay(attempt)
-            attempt += 1
+                self.backoff.reset()
+            delay = self.backoff.next()
             self.restarts += 1
-            self._backoff_until = loop.time() + delay
+            self.backoff_until = loop.time() + delay
             self._notify()
             log.warning(
                 "plugin %s is down (%s); restart %d in %.1fs",
@@ -171,7 +184,9 @@ class PluginSupervisor:
     async def _launch(self) -> None:
         assert self.config.command and self._sockdir is not None
         suggested = f"unix:{Path(self._sockdir) / f'plugin-{self.restarts}.sock'}"
-        env = {**os.environ, **self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
+        env = plugin_environment(
+            os.environ, self.config.pass_env, {**self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
+        )
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.config.command,
