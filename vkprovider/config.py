@@ -1,23 +1,48 @@
 """Service configuration: a YAML file plus ``VKPROVIDER_*`` environment variables.
 
 Environment variables override the file (``VKPROVIDER_NODE__NAME=vk-2``). Every validation
-error is re-raised as :class:`ConfigError` naming the dotted field path, so an operator sees
-``providers.1.adapter: unknown adapter 'fakeclod'`` rather than a traceback.
+error is re-raised as :class:`ConfigError` naming the dotted field path (or the variable, for a
+value from the environment), all of them in one message, so an operator sees
+``providers.1.settings.url: 'x' is not a URL`` rather than a traceback. ``serve`` adds the
+start-up checks of :mod:`vkprovider.preflight` (ports, kubeconfig, provider settings) to the same
+pass, before anything is connected to.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import EnvSettingsSource, SettingsError
 
+from vkprovider import config_source
 from vkprovider.errors import ConfigError
 from vkprovider.placement.config import PlacementConfig
+from vkprovider.preflight import (
+    FieldProblem,
+    StartupChecks,
+    checks_from,
+    host_problem,
+    kubeconfig_problem,
+    no_cluster_message,
+    port_problem,
+    url_fields,
+)
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _Section(BaseModel):
@@ -36,12 +61,39 @@ class NodeConfig(_Section):
     cpu: str = "10000"
     memory: str = "100Ti"
     labels: dict[str, str] = {}
+    max_gpus: int | None = Field(default=None, ge=0, description="cap on advertised nvidia.com/gpu")
+
+    @model_validator(mode="after")
+    def _renew_within_duration(self) -> NodeConfig:
+        if self.lease_renew_seconds >= self.lease_duration_seconds:
+            raise FieldProblem.one(
+                "lease_renew_seconds",
+                f"{self.lease_renew_seconds:g} must be less than node.lease_duration_seconds "
+                f"({self.lease_duration_seconds}), or the Lease expires between renewals",
+            )
+        return self
 
 
 class KubeConfig(_Section):
-    kubeconfig: str | None = Field(default=None, description="path; in-cluster config when unset")
+    kubeconfig: str | None = Field(
+        default=None, validate_default=True, description="path; in-cluster config when unset"
+    )
     qps: float = Field(default=50.0, gt=0)
     burst: int = Field(default=100, ge=1)
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _usable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        checks = checks_from(info.context)
+        if checks is None or not checks.kube:
+            return value
+        if value:
+            problem = kubeconfig_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        elif not checks.in_cluster():
+            raise ValueError(no_cluster_message())
+        return value
 
 
 class PodsConfig(_Section):
@@ -103,66 +155,167 @@ class HttpConfig(_Section):
     admin_host: str = "127.0.0.1"
     admin_port: int = Field(default=10255, ge=0, le=65535)
 
+    @model_validator(mode="after")
+    def _free(self, info: ValidationInfo) -> HttpConfig:
+        checks = checks_from(info.context)
+        if checks is not None and checks.ports:
+            bad_host = host_problem(self.admin_host)
+            if bad_host is not None:
+                raise FieldProblem.one("admin_host", bad_host)
+            problem = port_problem(self.admin_host, self.admin_port)
+            if problem is not None:
+                raise FieldProblem.one("admin_port", problem)
+        return self
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VKPROVIDER_", env_nested_delimiter="__", extra="forbid")
+
+class Settings(BaseModel):
+    """The whole config. A plain model (not ``BaseSettings``) so that validation can carry the
+    start-up checks as context; :func:`load_settings` merges the environment in itself."""
+
+    model_config = ConfigDict(extra="forbid")
 
     node: NodeConfig = NodeConfig()
-    kube: KubeConfig = KubeConfig()
+    kube: KubeConfig = Field(default={}, validate_default=True)  # a dict, so checks run on it
     pods: PodsConfig = PodsConfig()
-    http: HttpConfig = HttpConfig()
-    providers: list[ProviderConfig] = []
+    http: HttpConfig = Field(default={}, validate_default=True)
+    providers: list[ProviderConfig] = Field(default=[], validate_default=True)
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     log_json: bool = False
     log_level: str = "INFO"
 
-    @model_validator(mode="after")
-    def _unique_provider_names(self) -> Settings:
-        seen: set[str] = set()
-        for i, provider in enumerate(self.providers):
-            if provider.name in seen:
-                raise ValueError(f"providers.{i}.name: duplicate provider name {provider.name!r}")
-            seen.add(provider.name)
-        return self
-
+    @field_validator("providers")
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment first so it overrides the file's values passed as init kwargs.
-        return (env_settings, init_settings)
+    def _check_providers(cls, value: list[ProviderConfig], info: ValidationInfo) -> list[ProviderConfig]:
+        checks = checks_from(info.context)
+        found: list[tuple[str, str]] = []
+        if not value and checks is not None and checks.require_providers:
+            found.append(("", "no providers configured: a node with no backend can never run a pod"))
+        seen: set[str] = set()
+        for i, provider in enumerate(value):
+            if provider.name in seen:
+                found.append((f"{i}.name", f"duplicate provider name {provider.name!r}"))
+            seen.add(provider.name)
+            if provider.grpc is not None:
+                continue  # an out-of-process plugin reads its own settings
+            problems = url_fields(provider.settings)
+            if checks is not None and checks.provider_settings is not None:
+                problems += checks.provider_settings(i, provider.name, provider.adapter, provider.settings)
+            seen_paths: set[str] = set()
+            for path, message in problems:
+                full = f"{i}.{path}" if path.startswith(("settings", "adapter")) else f"{i}.settings.{path}"
+                if full not in seen_paths:  # the generic URL check and the adapter's may agree
+                    seen_paths.add(full)
+                    found.append((full, f"provider {provider.name!r}: {message}"))
+        if found:
+            raise FieldProblem(found)
+        return value
+
+    @field_validator("placement")
+    @classmethod
+    def _known_providers(cls, value: PlacementConfig, info: ValidationInfo) -> PlacementConfig:
+        configured = info.data.get("providers")
+        if configured is None:  # providers are invalid: load_settings checks the raw names
+            return value
+        found = unknown_provider_names(value.model_dump(), {p.name for p in configured})
+        if found:
+            raise FieldProblem(found)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r} (one of: {', '.join(LOG_LEVELS)})")
+        return level
+
+
+def unknown_provider_names(placement: Mapping[str, Any], names: set[str]) -> list[tuple[str, str]]:
+    """Names under ``placement`` (terms, allow/deny lists) that match no configured provider:
+    a typo there would silently drop a discount or a restriction."""
+    known = ", ".join(sorted(names)) or "none"
+    found: list[tuple[str, str]] = []
+
+    def check(path: str, name: object) -> None:
+        if name not in names:
+            found.append((path, f"no configured provider is named {name!r} (configured: {known})"))
+
+    terms = placement.get("providers")
+    for name in sorted(terms, key=str) if isinstance(terms, Mapping) else ():
+        check(f"providers.{name}", name)
+    for field in ("providers_allow", "providers_deny"):
+        listed = placement.get(field)
+        for i, name in enumerate(listed if isinstance(listed, list) else ()):
+            check(f"{field}.{i}", name)
+    return found
+
+
+def _raw_unknown_names(data: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """The same check on unvalidated data, for when ``providers`` itself failed validation."""
+    providers, placement = data.get("providers"), data.get("placement")
+    if not isinstance(providers, list) or not isinstance(placement, Mapping):
+        return []
+    names = {p["name"] for p in providers if isinstance(p, Mapping) and isinstance(p.get("name"), str)}
+    return [(("placement", *path.split(".")), msg) for path, msg in unknown_provider_names(placement, names)]
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
+    """Every error of ``exc`` on its own line, by dotted field path."""
     lines = [f"invalid configuration in {source}:"]
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"]) or "(root)"
-        lines.append(f"  {field}: {err['msg']}")
+    lines += [f"  {line}" for line in config_source.report(config_source.problems(exc), {})]
     return "\n".join(lines)
 
 
-def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load and validate; raise ``ConfigError`` naming the file and every bad field."""
-    data: dict[str, Any] = {}
-    source = "environment"
-    if path is not None:
-        source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: top level must be a mapping, got {type(loaded).__name__}")
-        data = loaded or {}
+def _read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        return Settings(**data)
+        loaded = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping, got {type(loaded).__name__}")
+    return loaded or {}
+
+
+def _read_env() -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """The environment's values (pydantic-settings parsing) and which variable gave which field."""
+    prefix, delimiter = "VKPROVIDER_", "__"
+    try:
+        source = EnvSettingsSource(
+            Settings,  # type: ignore[arg-type]  # reads only model_config and the fields
+            case_sensitive=False,
+            env_prefix=prefix,
+            env_nested_delimiter=delimiter,
+        )
+        values = source()
+    except SettingsError as exc:  # a JSON-valued variable (lists, mappings) that is not JSON
+        field = str(exc).split('"')[1] if '"' in str(exc) else ""
+        variable = prefix + field.upper()
+        raise ConfigError(
+            f"invalid configuration (environment):\n  {variable} ({field}): not valid JSON"
+        ) from None
+    return values, config_source.env_paths(values, prefix, delimiter)
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None, *, checks: StartupChecks | None = None
+) -> Settings:
+    """Load and validate; raise ``ConfigError`` naming every bad field (or variable).
+
+    ``checks`` adds the start-up checks (``serve``): they run in the same validation pass."""
+    data = _read_file(path) if path is not None else {}
+    env_values, env = _read_env()
+    merged = config_source.deep_merge(data, env_values)
+    try:
+        return Settings.model_validate(merged, context=checks)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source)) from None
+        found = config_source.problems(exc)
+        if any(loc[:1] == ("providers",) for loc, _ in found):
+            found += _raw_unknown_names(merged)
+        lines = [config_source.header(str(path) if path is not None else None, env)]
+        lines += [f"  {line}" for line in config_source.report(found, env)]
+        raise ConfigError("\n".join(lines)) from None

@@ -1,6 +1,8 @@
 """``vkprovider serve``: compose the node agent, pod controller, placement and admin HTTP.
 
-Start-up order matters: providers and the offer catalog first (capacity for the Node), then the
+Start-up order matters: the config has passed its start-up checks (``vkprovider.cli.serve``);
+the API server is waited for with backoff (a restarting cluster is not a crash); providers and
+the offer catalog next (capacity for the Node; a provider that is down is just probed), then the
 Node and its Lease, then the pod controller (which waits for its caches). Shutdown on SIGTERM
 drains the pod queue for ``pods.drain_timeout_seconds``, then cancels the loops and closes the
 providers and the API client. Every long-running loop is supervised.
@@ -12,18 +14,23 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from vkprovider.config import Settings
+from vkprovider.errors import ConfigError
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
 from vkprovider.kube.leader import LeaderElector
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.plugins.registry import build_providers
 from vkprovider.pods.controller import PodController
+from vkprovider.retry import retrying
 from vkprovider.tasks import supervise
 
 log = logging.getLogger(__name__)
@@ -50,9 +57,11 @@ class Service:
         self.providers = build_providers(s.providers)
         self.kube = await KubeClient.connect(s.kube.kubeconfig, qps=s.kube.qps, burst=s.kube.burst)
         try:
+            if not await self._until_stopping(self._wait_for_apiserver()):
+                return
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
-            self.node = NodeAgent(self.kube, s.node, self.providers, self.placer)
+            self.node = NodeAgent(self.kube, s.node, self.providers, self.placer, pods=self._bound_pods)
             self.controller = PodController(
                 self.kube,
                 self.providers,
@@ -66,11 +75,16 @@ class Service:
                 backoff_base_seconds=s.pods.backoff_base_seconds,
                 backoff_max_seconds=s.pods.backoff_max_seconds,
             )
-            self.admin = AsgiServer(
-                create_admin_app(self.placer, self.controller, self.node),
-                s.http.admin_host,
-                s.http.admin_port,
-            )
+            try:
+                self.admin = AsgiServer(
+                    create_admin_app(self.placer, self.controller, self.node),
+                    s.http.admin_host,
+                    s.http.admin_port,
+                )
+            except OSError as exc:  # taken since the start-up check: still a config problem
+                raise ConfigError(
+                    f"http.admin_port: {s.http.admin_host}:{s.http.admin_port}: {exc}"
+                ) from None
             await self.admin.start()
             log.info("admin API on %s", self.admin.url)
             async with asyncio.TaskGroup() as group:
@@ -85,6 +99,49 @@ class Service:
                     task.cancel()
         finally:
             await self._close()
+
+    def _bound_pods(self) -> list[dict[str, Any]]:
+        """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
+        return [] if self.controller is None else list(self.controller.informer.cache.values())
+
+    async def _wait_for_apiserver(self) -> None:
+        """An API server that is not up yet (a restarting cluster) is waited for with backoff,
+        one log line per attempt; credentials it refuses are a config error, not a retry."""
+        assert self.kube is not None
+        where = self.settings.kube.kubeconfig or "in-cluster config"
+        retry = retrying(
+            base=1.0,
+            cap=30.0,
+            retry_on=(KubeUnavailable,),
+            logger=log,
+            what=f"reaching the API server ({where})",
+        )
+        try:
+            async for attempt in retry:
+                with attempt:
+                    await self.kube.request("GET", "/version", timeout=10.0)
+        except KubeForbidden as exc:
+            raise ConfigError(
+                f"kube.kubeconfig: the API server refused the credentials of {where}: {exc}"
+            ) from None
+        log.info("API server reachable (%s)", where)
+
+    async def _until_stopping(self, work: Coroutine[Any, Any, None]) -> bool:
+        """Run ``work`` unless SIGTERM comes first; False if it was cut short."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            log.info("stopped before start-up finished")
+            return False
+        task.result()
+        return True
 
     async def _lead_or_follow(self) -> None:
         s = self.settings

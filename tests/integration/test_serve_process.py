@@ -242,3 +242,61 @@ async def test_sigkill_then_restart_cleans_up_pods_deleted_while_down(
         return bool(pod["status"].get("phase") == "Running")
 
     await eventually(keep_running)
+
+
+async def test_a_provider_refusing_connections_at_start_is_probed_and_its_errors_collapse(
+    cluster: Cluster, cloud: Any, tmp_path: Path
+) -> None:
+    """Start-up does not wait for providers: one that refuses connections is reported unreachable
+    (a node condition) and its repeated errors are logged once, not once per probe."""
+    node, admin_port, closed = f"vk-{uuid.uuid4().hex[:8]}", free_port(), free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "node": {
+                    "name": node,
+                    "lease_renew_seconds": 1,
+                    "status_update_seconds": 2,
+                    "probe_seconds": 0.3,
+                },
+                "pods": {"status_poll_seconds": 0.3},
+                "http": {"admin_port": admin_port},
+                "placement": {"offer_refresh_seconds": 0.3},
+                "providers": [
+                    {"name": "live", "adapter": "fakecloud", "settings": {"url": cloud.url}},
+                    {
+                        "name": "dead",
+                        "adapter": "fakecloud",
+                        "settings": {"url": f"http://127.0.0.1:{closed}"},
+                    },
+                ],
+            }
+        )
+    )
+    log = tmp_path / "serve.log"
+    proc = start_serve(config, cluster, log)
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    try:
+        await wait_ready(admin_port, proc, log)
+
+        async def reported() -> bool:
+            got = await kube.request("GET", f"/api/v1/nodes/{node}")
+            conds = {c["type"]: c for c in got["status"]["conditions"]}
+            reach = conds["ProvidersReachable"]
+            return conds["Ready"]["status"] == "True" and reach["message"].startswith("unreachable: dead")
+
+        await eventually(reported, timeout=30)
+        await asyncio.sleep(10)  # ~30 probes, catalog refreshes and status polls of "dead"
+    finally:
+        await stop(proc)
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await kube.close()
+    lines = [line for line in log.read_text().splitlines() if "provider=dead" in line]
+    assert "Traceback" not in log.read_text()
+    assert any("provider unreachable: probe failed" in line for line in lines), lines
+    by_message: dict[str, int] = {}
+    for line in lines:
+        message = line.split(": ", 1)[1]
+        by_message[message] = by_message.get(message, 0) + 1
+    assert by_message and max(by_message.values()) == 1, by_message  # ~30 repeats, each logged once

@@ -97,4 +97,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vkprovider import logs
+
+    logs.configure("ERROR")  # provider failures are part of the output below, not log noise
     return asyncio.run(_run(args))

@@ -63,8 +63,12 @@ def _settings_for(adapter: str, name: str | None, path: Path | None) -> tuple[st
         p for p in load_settings(path).providers if (p.name == name if name else p.adapter == adapter)
     ]
     if len(candidates) != 1:
+        hint = ""
+        if len(candidates) > 1:
+            names = ", ".join(p.name for p in candidates)
+            hint = f" ({names}): pick one with --name, e.g. --name {candidates[0].name}"
         raise ConfigError(
-            f"{path}: expected exactly one provider for {name or adapter!r}, found {len(candidates)}"
+            f"{path}: expected exactly one provider for {name or adapter!r}, found {len(candidates)}{hint}"
         )
     return candidates[0].name, candidates[0].settings
 

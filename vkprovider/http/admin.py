@@ -3,8 +3,9 @@ the placement dry-run (``POST /explain`` with a Pod, ``GET /placement``).
 
 ``/readyz`` is true for a leader (or the only replica) once the pod controller has synced its
 caches *in the current term*, and for a standby replica, which says it is one (and who leads).
-``/state`` shows what placement knows (provider health, breaker, blocklist, budgets) and the
-queue, for operators.
+``/state`` is the operator's view (``vkprovider status`` renders it): per provider its health,
+breaker, catalog age, pods and spend; spend per provider and namespace; blocklist entries with
+their expiry; the queue.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vkprovider.http.explain import explain_router
+from vkprovider.http.state import operator_state
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
 
@@ -53,6 +55,7 @@ def create_admin_app(placer: Placer, controller: PodController, node: _NodeView 
             "orphans_deleted": controller.orphans_deleted,
             "api_calls": controller.kube.calls,
             "placement": placer.summary(),
+            **operator_state(placer, controller),
         }
 
     return app

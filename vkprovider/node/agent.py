@@ -2,15 +2,18 @@
 
 Three supervised loops share a little state:
 
-* probe  — every ``probe_seconds`` ping every provider; a change in readiness, capacity or the
-  circuit breaker wakes the other loops at once;
-* lease  — every ``lease_renew_seconds`` renew the Lease, but only while some provider is up:
-  a dead backend must look dead to the node-lifecycle controller, not be faked Ready;
+* probe  — every ``probe_seconds`` ping every provider; a change in reachability, capacity or
+  the circuit breaker wakes the status loop at once, and each change is a Node Event and one
+  log line (a provider going unreachable is a Warning, its recovery Normal/INFO);
+* lease  — every ``lease_renew_seconds`` renew the Lease, **whatever the providers say**: the
+  Lease means "vkprovider is alive". A provider API outage must not make the node-lifecycle
+  controller taint the node ``unreachable:NoExecute`` and evict every pod (the Go library stops
+  renewing on a failed ping; we differ on purpose, see docs/operations.md);
 * status — the only writer of the Node after registration: a heartbeat about every
-  ``status_update_seconds``, and an immediate write when something changed. While the backend is
-  down it writes Ready=False once and then stops heartbeating, so the controller takes the node
-  to Unknown and taints it unreachable. A Node deleted under us is recreated (and the Lease's
-  ownerReference follows the new UID).
+  ``status_update_seconds`` and an immediate write when something changed. ``Ready`` stays True;
+  ``ProvidersReachable`` names the unreachable providers; when no provider can take new pods the
+  circuit breaker (taint + zero GPUs) stops new placements. A Node deleted under us is recreated
+  (and the Lease's ownerReference follows the new UID).
 
 Steady state costs ``60/lease_renew_seconds + 60/status_update_seconds`` API calls a minute
 (7 with the defaults); probes and change detection read only in-memory state.
@@ -27,7 +30,9 @@ from collections.abc import Mapping
 from vkprovider.config import NodeConfig
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeError, KubeNotFound
-from vkprovider.node.capacity import current_capacity
+from vkprovider.node.capacity import PodSource, current_capacity
+from vkprovider.node.conditions import Reachability
+from vkprovider.node.events import NodeEvents
 from vkprovider.node.lease import NodeLease
 from vkprovider.node.manifest import NodeState
 from vkprovider.node.probe import Prober
@@ -42,7 +47,8 @@ log = logging.getLogger(__name__)
 class NodeAgent:
     """``await register()`` once (or let ``run()`` do it), then ``await run()`` until cancelled.
 
-    Run it under a ``LeaderElector`` when there are several replicas: only the leader may write."""
+    Run it under a ``LeaderElector`` when there are several replicas: only the leader may write.
+    ``pods`` (the pod controller's cache) makes allocatable count the GPUs its pods request."""
 
     def __init__(
         self,
@@ -53,48 +59,51 @@ class NodeAgent:
         *,
         probe_timeout: float = 5.0,
         retry_seconds: float = 1.0,
+        pods: PodSource | None = None,
     ) -> None:
         self.config = node_config
         self.placer = placer
         self.node = NodeObject(kube, node_config)
         self.lease = NodeLease(kube, node_config.name, duration_seconds=node_config.lease_duration_seconds)
         self.prober = Prober(providers, placer.health, timeout=probe_timeout)
+        self.events = NodeEvents(kube, node_config.name)
+        self._pods = pods
         self._retry = retry_seconds
         self._status_wake = asyncio.Event()
         self._lease_wake = asyncio.Event()
         self._registered = False
         # What the Node's status says, as far as we wrote it (None: nothing written yet).
-        self._said_ready: bool | None = None
+        self._said_conditions: tuple[bool, Reachability] | None = None
         self._said_gpus: int | None = None
         self._heartbeat_at = 0.0  # monotonic time of the last condition heartbeat
 
     # State ----------------------------------------------------------------------------------
     @property
     def backend_up(self) -> bool:
+        """Some provider answers its probe (for the admin API; the node is Ready regardless)."""
         return self.prober.backend_up
 
     def desired(self) -> NodeState:
         """What the node should advertise now, from probes, catalogs and the breaker (no I/O)."""
-        cap = current_capacity(self.placer)
-        up = self.prober.backend_up
+        cap = current_capacity(self.placer, self._pods, cap=self.config.max_gpus)
         return NodeState(
-            ready=up,
+            ready=True,
             gpus=cap.gpus,
             gpu_types=cap.gpu_types,
             breaker_open=cap.breaker_open,
-            not_ready_message="" if up else self.prober.down_message(),
+            reachability=self.prober.reachability(),
         )
 
     def _status_due(self, state: NodeState) -> tuple[bool, bool]:
         """(write status?, include conditions?)."""
-        flipped = self._said_ready is None or state.ready != self._said_ready
-        heartbeat = state.ready and time.monotonic() - self._heartbeat_at >= self.config.status_update_seconds
-        conditions = flipped or heartbeat or (state.ready and state.gpus != self._said_gpus)
+        changed = self._said_conditions != (state.ready, state.reachability)
+        heartbeat = time.monotonic() - self._heartbeat_at >= self.config.status_update_seconds
+        conditions = changed or heartbeat
         return conditions or state.gpus != self._said_gpus, conditions
 
     def _said(self, state: NodeState, *, conditions: bool) -> None:
         if conditions:
-            self._said_ready = state.ready
+            self._said_conditions = (state.ready, state.reachability)
             self._heartbeat_at = time.monotonic()
         self._said_gpus = state.gpus
 
@@ -113,9 +122,10 @@ class NodeAgent:
             await self.node.sync_metadata(state)
             await self.node.patch_status(state, conditions=True)
             self._said(state, conditions=True)
-        if state.ready and self.node.uid:
+        if self.node.uid:
             await self.lease.renew(self.node.uid)
         self._registered = True
+        await self._report_changes(state)
 
     # Loops ----------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -133,25 +143,23 @@ class NodeAgent:
     async def _probe_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.probe_seconds)
-            was_up = self.prober.backend_up
-            up = await self.prober.probe_all()
-            if up != was_up:
-                log.warning(
-                    "provider backend %s",
-                    "up again" if up else "down: letting the node lease lapse",
-                    extra={"node": self.config.name},
-                )
-                self._lease_wake.set()
+            await self.prober.probe_all()
             state = self.desired()
             due, _ = self._status_due(state)
             if due or self._metadata_changed(state):
                 self._status_wake.set()
+            await self._report_changes(state)
+
+    async def _report_changes(self, state: NodeState) -> None:
+        """One Event and one log line per provider reachability change and breaker flip."""
+        if self.node.uid is not None:
+            await self.events.report(self.node.uid, state.reachability, state.breaker_open)
 
     async def _lease_loop(self) -> None:
         while True:
             delay = self.config.lease_renew_seconds
             uid = self.node.uid
-            if self.prober.backend_up and uid is not None:
+            if uid is not None:
                 try:
                     await self.lease.renew(uid)
                 except KubeError as exc:
@@ -162,9 +170,7 @@ class NodeAgent:
     async def _status_loop(self) -> None:
         while True:
             left = self._heartbeat_at + self.config.status_update_seconds - time.monotonic()
-            await _wait(
-                self._status_wake, max(left, 0.0) if self.backend_up else self.config.status_update_seconds
-            )
+            await _wait(self._status_wake, max(left, 0.0))
             try:
                 await self.sync()
             except KubeError as exc:

@@ -1,21 +1,33 @@
 """Kubelet-style node conditions, with the transition-time bookkeeping the API expects.
 
 ``lastTransitionTime`` must only move when a condition's status flips; ``lastHeartbeatTime``
-moves on every write. The node-lifecycle controller watches Ready's heartbeat (and the Lease):
-a heartbeat that stops moving is how it learns the node is gone, so heartbeats are only written
-when the node really is alive.
+moves on every write.
+
+``Ready`` means what the Lease means: *vkprovider is alive*. Provider reachability is a condition
+of its own, ``ProvidersReachable`` (False naming the unreachable providers), because the
+node-lifecycle controller answers a NotReady/Unknown node with ``unreachable:NoExecute`` and
+evicts every pod — and an outage of a cloud's control API is not an outage of its workloads
+(DESIGN §4.2; the Go library differs here on purpose, see docs/operations.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 READY = "Ready"
+PROVIDERS_REACHABLE = "ProvidersReachable"
 #: Condition types this agent writes; any other type on the node belongs to another writer.
-OWNED_TYPES = (READY, "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+OWNED_TYPES = (
+    READY,
+    PROVIDERS_REACHABLE,
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+)
 
 _HEALTHY: dict[str, tuple[str, str, str]] = {  # type -> (status, reason, message), as the kubelet says
     READY: ("True", "KubeletReady", "kubelet is posting ready status"),
@@ -24,7 +36,46 @@ _HEALTHY: dict[str, tuple[str, str, str]] = {  # type -> (status, reason, messag
     "PIDPressure": ("False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     "NetworkUnavailable": ("False", "RouteCreated", "RouteController created a route"),
 }
-NOT_READY_REASON = "ProvidersUnreachable"
+NOT_READY_REASON = "KubeletNotReady"
+_MAX_MESSAGE = 1024
+
+
+@dataclass(frozen=True)
+class Reachability:
+    """Which providers answered their last probe. Equality ignores the error texts, so a changing
+    error message costs no extra write (it is refreshed with the next heartbeat)."""
+
+    reachable: tuple[str, ...] = ()
+    unreachable: tuple[str, ...] = ()
+    errors: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.reachable or self.unreachable)
+
+    def condition(self) -> tuple[str, str, str]:
+        """(status, reason, message) of ``ProvidersReachable``."""
+        if not self.configured:
+            return "False", "NoProviders", "no providers configured"
+        if not self.unreachable:
+            return (
+                "True",
+                "ProvidersReachable",
+                f"every provider answers its probe: {', '.join(self.reachable)}",
+            )
+        errors = dict(self.errors)
+        down = "; ".join(f"{name} ({errors.get(name) or 'probe failed'})" for name in self.unreachable)
+        if not self.reachable:
+            message = (
+                f"every provider unreachable: {down}. Running pods are kept with their last status; "
+                "no new placements (circuit breaker)"
+            )
+            return "False", "ProvidersUnreachable", message[:_MAX_MESSAGE]
+        message = (
+            f"unreachable: {down}; reachable: {', '.join(self.reachable)}. Pods on an unreachable "
+            "provider keep running; new pods go to the reachable ones"
+        )
+        return "False", "ProviderUnreachable", message[:_MAX_MESSAGE]
 
 
 def rfc3339(moment: datetime) -> str:
@@ -62,17 +113,27 @@ def _parse(value: object) -> datetime | None:
 
 
 def build_conditions(
-    ready: bool, not_ready_message: str, now: datetime, previous: Sequence[dict[str, Any]] = ()
+    ready: bool,
+    not_ready_message: str,
+    now: datetime,
+    previous: Sequence[dict[str, Any]] = (),
+    reachability: Reachability | None = None,
 ) -> list[Condition]:
-    """Our five conditions at ``now``; a condition whose status did not change keeps the
-    ``lastTransitionTime`` found in ``previous`` (the node's current conditions)."""
+    """Our conditions at ``now``; a condition whose status did not change keeps the
+    ``lastTransitionTime`` found in ``previous`` (the node's current conditions).
+    ``ProvidersReachable`` is included when ``reachability`` is given."""
     before = {c.get("type"): c for c in previous}
     out: list[Condition] = []
     for kind in OWNED_TYPES:
-        status, reason, message = _HEALTHY[kind]
+        if kind == PROVIDERS_REACHABLE:
+            if reachability is None:
+                continue
+            status, reason, message = reachability.condition()
+        else:
+            status, reason, message = _HEALTHY[kind]
         if kind == READY and not ready:
             status, reason = "False", NOT_READY_REASON
-            message = not_ready_message or "every provider's probe failed"
+            message = not_ready_message or "vkprovider is not ready"
         old = before.get(kind)
         transition = now
         if old is not None and old.get("status") == status:

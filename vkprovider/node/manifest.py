@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vkprovider.config import NodeConfig
-from vkprovider.node.conditions import Condition
+from vkprovider.node.conditions import Condition, Reachability
 from vkprovider.placement.health import TAINT_UNAVAILABLE
 
 JSON = dict[str, Any]
@@ -41,6 +41,7 @@ class NodeState:
     gpu_types: frozenset[str] = field(default_factory=frozenset)
     breaker_open: bool = False
     not_ready_message: str = ""
+    reachability: Reachability = field(default_factory=Reachability)
 
 
 def gpu_label_key(gpu_type: str) -> str | None:

@@ -1,9 +1,12 @@
-"""Provider probes: is any backend reachable? (DESIGN §4.2, like virtual-kubelet's node ping.)
+"""Provider probes: which providers are reachable? (DESIGN §4.2, like virtual-kubelet's ping.)
 
 Every provider is probed concurrently with a timeout, so one hung provider cannot delay the
 verdict on the others. Each result goes into the Placer's health (which drives scoring, the
-circuit breaker and capacity); ``backend_up`` (any provider healthy) decides whether the node
-keeps renewing its Lease and claiming Ready.
+circuit breaker and capacity) and into the node's ``ProvidersReachable`` condition. Unlike the
+Go library, a failed ping never stops the Lease: the node stays Ready while vkprovider runs.
+
+A provider's failure is logged once when it starts (WARNING, naming the error) and once when it
+ends (INFO); the probes in between are silent, whatever the probe interval.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
+from vkprovider.node.conditions import Reachability
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.plugins.api import Provider
 
@@ -34,6 +38,17 @@ class Prober:
         """True once a round has run and at least one provider answered. With no providers
         there is no backend, so the node is not Ready."""
         return any(err == "" for err in self.errors.values())
+
+    def reachability(self) -> Reachability:
+        """The last round's verdict per provider (every provider counts as reachable until its
+        first probe)."""
+        names = sorted(self._providers)
+        down = tuple(n for n in names if self.errors.get(n))
+        return Reachability(
+            reachable=tuple(n for n in names if n not in down),
+            unreachable=down,
+            errors=tuple((n, self.errors[n]) for n in down),
+        )
 
     def down_message(self) -> str:
         """Why the backend is down, for the Ready condition's message."""
@@ -61,9 +76,11 @@ class Prober:
         except Exception as exc:  # any failure means unreachable; adapters should raise Transient
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         else:
+            if self.errors.get(name):
+                log.info("provider reachable again", extra={"provider": name})
             self._health.record_probe(name, True)
             return ""
-        if self.errors.get(name, "") == "":
-            log.warning("provider probe failed", extra={"provider": name, "error": error})
+        if not self.errors.get(name):
+            log.warning("provider unreachable: probe failed", extra={"provider": name, "error": error})
         self._health.record_probe(name, False, error)
         return error

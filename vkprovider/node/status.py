@@ -68,7 +68,9 @@ class NodeObject:
 
     async def create(self, state: NodeState) -> bool:
         """Create the node in full; if someone else created it meanwhile, adopt theirs (False)."""
-        conditions = build_conditions(state.ready, state.not_ready_message, datetime.now(UTC))
+        conditions = build_conditions(
+            state.ready, state.not_ready_message, datetime.now(UTC), reachability=state.reachability
+        )
         try:
             self.node = await resources.create_node(self._kube, build_node(self._cfg, state, conditions))
         except KubeConflict:
@@ -81,12 +83,16 @@ class NodeObject:
         return True
 
     async def patch_status(self, state: NodeState, *, conditions: bool) -> None:
-        """Capacity, addresses, endpoints, node info, and (if ``conditions``) our five conditions
+        """Capacity, addresses, endpoints, node info, and (if ``conditions``) our conditions
         with a fresh heartbeat. Raises ``KubeNotFound`` if the node was deleted."""
         conds = None
         if conditions:
             conds = build_conditions(
-                state.ready, state.not_ready_message, datetime.now(UTC), self._conditions()
+                state.ready,
+                state.not_ready_message,
+                datetime.now(UTC),
+                self._conditions(),
+                reachability=state.reachability,
             )
         self.node = await resources.patch_node_status(
             self._kube, self.name, node_status(self._cfg, state.gpus, conds)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 
 
 class Budgets:
@@ -62,6 +63,10 @@ class Budgets:
             self._spent.pop(namespace, None)
         else:
             self._spent[namespace] = max(left, 0.0)
+
+    def holdings(self) -> Mapping[str, tuple[str, float]]:
+        """Read-only view: uid -> (namespace, cost per hour) of every placed pod."""
+        return MappingProxyType(self._held)
 
     def summary(self) -> dict[str, dict[str, float | None]]:
         names = set(self._caps) | set(self._spent)

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from vkprovider.models import DeploymentRequest, DeploymentStatus, ProviderInfo
@@ -338,6 +339,10 @@ class Placer:
 
     def placed(self, uid: str) -> tuple[str, str] | None:
         return self._placed.get(uid)
+
+    def placements(self) -> Mapping[str, tuple[str, str]]:
+        """Read-only view: uid -> (provider, offer id) of every pod placed and not released."""
+        return MappingProxyType(self._placed)
 
     def summary(self) -> dict[str, Any]:
         """State for the admin API: health, breaker, blocklist, budgets, catalog freshness,

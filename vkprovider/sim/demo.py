@@ -53,6 +53,7 @@ async def up(scenario_path: Path) -> int:
     )
     if not invariants.ok:
         _say("WARNING: an invariant was broken in this run (see the report's Invariants section)")
+    # The same line as `make cluster-up`: kubectl is the pinned v1.36 client, not the machine's.
     print(f"export KUBECONFIG={result.stack.cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH")
     return 0
 

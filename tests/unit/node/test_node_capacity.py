@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from tests.node_fakes import SwitchableProvider, offer
 from vkprovider.config import NodeConfig
@@ -12,6 +13,7 @@ from vkprovider.node.probe import Prober
 from vkprovider.node.status import NodeObject
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.service import Placer
+from vkprovider.placement.types import PodContext
 
 
 def _providers() -> dict[str, SwitchableProvider]:
@@ -106,3 +108,48 @@ def test_metadata_patch_is_scoped_to_owned_labels_and_taints() -> None:
         "virtual-kubelet.io/provider",
         "vkprovider.io/unavailable",
     ]
+
+
+def _pod(uid: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": str(gpus)}
+    return {
+        "metadata": {"uid": uid},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": phase},
+    }
+
+
+async def test_allocatable_is_free_plus_what_this_nodes_placed_pods_hold() -> None:
+    placer = Placer(_providers())
+    await placer.refresh()
+    free = 8 * 2 + 1 * 5 + 2 * 3
+    ctx = PodContext(namespace="ns")
+    placer.adopt("big", ctx, "cheap", offer_id="h1")  # an 8-GPU offer
+    placer.adopt("pair", ctx, "dear", offer_id="a1")  # a 2-GPU offer
+    cap = current_capacity(placer)  # a bare agent: each placement holds its offer's GPUs
+    assert (cap.free, cap.held, cap.gpus) == (free, 8 + 2, free + 10)
+
+    pods = [
+        _pod("big", 8),
+        _pod("pair", 1),  # a 1-GPU pod on a 2-GPU offer: the scheduler subtracts 1, so count 1
+        _pod("waiting", 4),  # bound but not placed anywhere yet: holds nothing
+        _pod("done", 2, phase="Succeeded"),
+    ]
+    placer.adopt("done", ctx, "dear", offer_id="a1")
+    cap = current_capacity(placer, lambda: pods)
+    assert (cap.held, cap.gpus) == (8 + 1, free + 9)
+    assert current_capacity(placer, lambda: pods, cap=20).gpus == 20  # node.max_gpus caps it
+
+    placer.release("big")
+    assert current_capacity(placer, lambda: pods).held == 1
+
+
+async def test_reachability_names_unreachable_providers_in_order() -> None:
+    providers = _providers()
+    placer = Placer(providers)
+    prober = Prober(providers, placer.health, timeout=0.5)
+    providers["dear"].healthy = False
+    await prober.probe_all()
+    reach = prober.reachability()
+    assert (reach.reachable, reach.unreachable) == (("cheap",), ("dear",))
+    assert "backend unreachable" in dict(reach.errors)["dear"]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vkprovider.config import NodeConfig
-from vkprovider.node.conditions import OWNED_TYPES, build_conditions, condition_status
+from vkprovider.node.conditions import OWNED_TYPES, Reachability, build_conditions, condition_status
 from vkprovider.node.manifest import (
     GPU_RESOURCE,
     KUBELET_VERSION,
@@ -61,7 +61,7 @@ def test_labels_have_virtual_kubelet_identity_config_and_gpu_types() -> None:
 def test_build_node_shape() -> None:
     cfg = NodeConfig(name="vk-a", internal_ip="10.1.2.3", kubelet_port=10555, max_pods=500)
     state = NodeState(ready=True, gpus=12, gpu_types=frozenset({"L4"}))
-    node = build_node(cfg, state, build_conditions(True, "", NOW))
+    node = build_node(cfg, state, build_conditions(True, "", NOW, reachability=Reachability(("a",))))
     assert node["metadata"]["name"] == "vk-a"
     assert node["spec"]["taints"] == [
         {"key": "virtual-kubelet.io/provider", "value": "vkprovider", "effect": "NoSchedule"}
@@ -82,7 +82,8 @@ def test_build_node_shape() -> None:
     conds = status["conditions"]
     assert [c["type"] for c in conds] == list(OWNED_TYPES)
     assert condition_status(conds, "Ready") == "True"
-    assert all(c["status"] == "False" for c in conds if c["type"] != "Ready")
+    assert all(c["status"] == "False" for c in conds if c["type"] not in ("Ready", "ProvidersReachable"))
+    assert condition_status(conds, "ProvidersReachable") == "True"
     ready = next(c for c in conds if c["type"] == "Ready")
     assert ready["reason"] == "KubeletReady"
     assert ready["lastHeartbeatTime"] == "2026-01-02T03:04:05Z"
@@ -126,9 +127,21 @@ def test_conditions_keep_transition_time_unless_status_flips() -> None:
     assert again["DiskPressure"].transition == earlier
     assert "ExampleCondition" not in again
 
-    down = {c.type: c for c in build_conditions(False, "every provider's probe failed (a: x)", NOW, first)}
-    assert down["Ready"].status == "False"
-    assert down["Ready"].transition == NOW
-    assert down["Ready"].reason == "ProvidersUnreachable"
-    assert "a: x" in down["Ready"].message
+    # A provider outage flips ProvidersReachable only: Ready (and its transition) stay put.
+    outage = Reachability(reachable=(), unreachable=("a", "b"), errors=(("a", "Transient: 503"),))
+    down = {c.type: c for c in build_conditions(True, "", NOW, first, reachability=outage)}
+    assert down["Ready"].status == "True" and down["Ready"].transition == earlier
+    reach = down["ProvidersReachable"]
+    assert (reach.status, reach.reason) == ("False", "ProvidersUnreachable")
+    assert "a (Transient: 503)" in reach.message and "b (probe failed)" in reach.message
     assert down["MemoryPressure"].transition == earlier
+
+
+def test_reachability_condition_names_the_providers() -> None:
+    assert Reachability(("a", "b")).condition()[:2] == ("True", "ProvidersReachable")
+    status, reason, message = Reachability(("b",), ("a",), (("a", "timed out"),)).condition()
+    assert (status, reason) == ("False", "ProviderUnreachable")
+    assert message.startswith("unreachable: a (timed out); reachable: b")
+    assert Reachability().condition()[:2] == ("False", "NoProviders")
+    # Equality ignores the error text: a changing message is no reason to write.
+    assert Reachability(("b",), ("a",), (("a", "x"),)) == Reachability(("b",), ("a",), (("a", "y"),))
