@@ -200,9 +200,13 @@ class Stack:
             namespaces=[s.namespace],
             **s.runtime.descheduler.model_dump(),
         )
-        proc = await module.start_descheduler(
-            self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
-        )
+        try:
+            proc = await module.start_descheduler(
+                self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
+            )
+        except StartupError as exc:  # e.g. not built yet: run without a return path, and say so
+            say(f"descheduler: could not start ({exc}); running without it")
+            return
         self.cluster.processes.remove(proc)  # ours to stop, before the control plane
         self.cluster.save()
         self.processes.append(proc)
