@@ -174,7 +174,7 @@ class Run:
 
 
 def _notes(stack: Stack) -> list[str]:
-    notes = []
+    notes = list(stack.notes)
     if not stack.gate:
         notes.append("gate: not in this build; the virtual node never carries the local-capacity taint")
     if not stack.descheduler:

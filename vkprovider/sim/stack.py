@@ -85,6 +85,7 @@ class Stack:
     pod_delays: bool = False  #: kwok honours stage delays: real training Jobs, slow local Ready
     virtual_node: str = VIRTUAL_NODE
     gate_taint_key: str = GATE_TAINT_KEY
+    notes: list[str] = field(default_factory=list)  #: what did not start, for the report
 
     @property
     def logs(self) -> Path:
@@ -205,6 +206,7 @@ class Stack:
                 self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
             )
         except StartupError as exc:  # e.g. not built yet: run without a return path, and say so
+            self.notes.append(f"descheduler: could not start: {str(exc).splitlines()[0]}")
             say(f"descheduler: could not start ({exc}); running without it")
             return
         self.cluster.processes.remove(proc)  # ours to stop, before the control plane
