@@ -90,6 +90,12 @@ def changes(
     samples: list[Sample], actions: list[Action], ledgers: dict[str, list[LedgerEntry]]
 ) -> list[Change]:
     out = [Change(a.t, a.kind, a.subject, a.detail) for a in actions]
+    if samples:
+        first = samples[0]
+        for name, w in first.workloads.items():
+            detail = f"desired {w.desired}, local {w.local}, external {w.external}, ready {w.ready}"
+            out.append(Change(first.t, "initial", name, detail))
+        out.append(Change(first.t, "initial", "gate", gate_words(first.gate_tainted)))
     for before, after in itertools.pairwise(samples):
         out.extend(sample_changes(before, after))
     out.extend(ledger_changes(ledgers))
