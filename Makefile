@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-unit cluster-up cluster-down cluster-build proto demo demo-down bench lock clean
+.PHONY: install lint test test-unit cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/lint-imports
 
 # pytest exits 5 when it collects no tests: report it plainly instead of failing obscurely.
-test: install cluster-build
+test: install cluster-build prometheus
 	$(BIN)/lint-imports
 	@$(BIN)/python -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
@@ -38,6 +38,10 @@ test-unit: install
 
 cluster-build: install
 	@$(BIN)/python -m vkprovider.devcluster build
+
+# Debian's prometheus for the gate's tests, installed only where missing; never run as a service.
+prometheus: install
+	@command -v prometheus >/dev/null 2>&1 || $(BIN)/python -m vkprovider.devcluster.prometheus install
 
 cluster-up: cluster-build
 	@$(BIN)/python -m vkprovider.devcluster up

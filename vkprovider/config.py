@@ -30,6 +30,7 @@ from pydantic_settings import EnvSettingsSource, SettingsError
 
 from vkprovider import config_source
 from vkprovider.errors import ConfigError
+from vkprovider.gate.config import GateConfig
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.preflight import (
     FieldProblem,
@@ -181,6 +182,7 @@ class Settings(BaseModel):
     providers: list[ProviderConfig] = Field(default=[], validate_default=True)
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    gate: GateConfig | None = None
     log_json: bool = False
     log_level: str = "INFO"
 

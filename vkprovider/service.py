@@ -20,6 +20,7 @@ from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
+from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
@@ -46,6 +47,7 @@ class Service:
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
     kube: KubeClient | None = None
+    gate: Gate | None = None
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -61,6 +63,9 @@ class Service:
                 return
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
+            if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
+                self.gate = Gate(self.kube, s.gate, s.node.name)
+                await self.gate.preflight()
             self.node = NodeAgent(self.kube, s.node, self.providers, self.placer, pods=self._bound_pods)
             self.controller = PodController(
                 self.kube,
@@ -168,6 +173,8 @@ class Service:
         async with asyncio.TaskGroup() as group:
             group.create_task(supervise("node-agent", self.node.run))
             group.create_task(supervise("pod-controller", self.controller.run))
+            if self.gate is not None:  # gate: only the leader writes the taint
+                group.create_task(supervise("gate", self.gate.run))
 
     async def _close(self) -> None:
         if self.admin is not None:

@@ -66,7 +66,9 @@ class Running:
         return list(body["items"])
 
 
-def settings_for(cluster: Cluster, node: str, clouds: dict[str, Any]) -> Settings:
+def settings_for(
+    cluster: Cluster, node: str, clouds: dict[str, Any], *, blocklist_ttl_seconds: float = 5
+) -> Settings:
     return Settings.model_validate(
         {
             "node": {
@@ -82,19 +84,25 @@ def settings_for(cluster: Cluster, node: str, clouds: dict[str, Any]) -> Setting
                 {"name": name, "adapter": "fakecloud", "settings": {"url": cloud.url, "timeout_seconds": 2}}
                 for name, cloud in clouds.items()
             ],
-            "placement": {"offer_refresh_seconds": 1, "breaker_seconds": 2, "blocklist_ttl_seconds": 5},
+            "placement": {
+                "offer_refresh_seconds": 1,
+                "breaker_seconds": 2,
+                "blocklist_ttl_seconds": blocklist_ttl_seconds,
+            },
         }
     )
 
 
 @contextlib.asynccontextmanager
-async def running_service(cluster: Cluster, clouds: dict[str, Any]) -> AsyncIterator[Running]:
+async def running_service(
+    cluster: Cluster, clouds: dict[str, Any], *, blocklist_ttl_seconds: float = 5
+) -> AsyncIterator[Running]:
     servers = {}
     for name, config in clouds.items():
         servers[name] = fakecloud_module("server").FakeCloudServer(config)
         await servers[name].start()
     node = f"vk-{uuid.uuid4().hex[:8]}"
-    service = Service(settings_for(cluster, node, servers))
+    service = Service(settings_for(cluster, node, servers, blocklist_ttl_seconds=blocklist_ttl_seconds))
     task = asyncio.create_task(service.run())
     kube = await KubeClient.connect(str(cluster.kubeconfig))
     try:

@@ -21,11 +21,29 @@ KUBERNETES_VERSION = "v1.36.3"
 STAGING_VERSION = "v0.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
+#: The descheduler release that matches Kubernetes 1.36; its k8s.io modules are raised to the
+#: control plane's staging pins (v0.36.1 → STAGING_VERSION) so both speak the same API code.
+DESCHEDULER_VERSION = "v0.36.0"
+DESCHEDULER_STAGING = (
+    "k8s.io/api",
+    "k8s.io/apimachinery",
+    "k8s.io/apiserver",
+    "k8s.io/client-go",
+    "k8s.io/component-base",
+    "k8s.io/component-helpers",
+    "k8s.io/metrics",
+)
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
-ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")
+ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")  #: the control plane: ``Cluster.start`` needs these
+#: Built by ``make cluster-build`` too, but only needed by what starts them (``Cluster.start_descheduler``).
+EXTRA_BINARIES = ("descheduler",)
 #: How to ask each binary for its version, to prove a fresh build actually runs.
-VERSION_ARGS: dict[str, list[str]] = {"kubectl": ["version", "--client"], "kwok": ["--version"]}
+VERSION_ARGS: dict[str, list[str]] = {
+    "kubectl": ["version", "--client"],
+    "kwok": ["--version"],
+    "descheduler": ["version"],
+}
 
 
 class BuildError(RuntimeError):
@@ -53,11 +71,11 @@ class Toolchain:
     def stamp(self, name: str) -> Path:
         return self.bin_dir / f".{name}.recipe"
 
-    def missing(self) -> list[str]:
+    def missing(self, names: tuple[str, ...] = ALL_BINARIES) -> list[str]:
         """Binaries absent, or built by a different recipe (so changed flags force a rebuild)."""
         return [
             name
-            for name in ALL_BINARIES
+            for name in names
             if not os.access(self.binary(name), os.X_OK) or _read(self.stamp(name)) != _recipe(name)
         ]
 
@@ -71,6 +89,8 @@ def _read(path: Path) -> str | None:
 
 def _ldflags(name: str) -> str:
     """Stamp the Kubernetes version into the binaries, as the upstream build does."""
+    if name == "descheduler":
+        return f"-s -w -X sigs.k8s.io/descheduler/pkg/version.version={DESCHEDULER_VERSION}"
     if name not in KUBE_COMMANDS:
         return "-s -w"
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
@@ -91,6 +111,8 @@ def _ldflags(name: str) -> str:
 
 def _recipe(name: str) -> str:
     version = {"etcd": ETCD_VERSION, "kwok": KWOK_VERSION}.get(name, KUBERNETES_VERSION)
+    if name == "descheduler":
+        version = f"{DESCHEDULER_VERSION} k8s.io={STAGING_VERSION}"
     return f"{name} {version} ldflags={_ldflags(name)}\n"
 
 
@@ -147,15 +169,31 @@ def _run(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
     return "".join(lines)
 
 
-def _staging_replaces(go: str, workdir: Path) -> list[str]:
-    """Read k8s.io/kubernetes' own go.mod and pin each staging module to its published tag."""
+def _kubernetes_gomod(go: str, workdir: Path) -> str:
     out = _run(
         [go, "mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
         workdir,
         "download k8s.io/kubernetes",
         env={"GOFLAGS": "-mod=mod"},
     )
-    gomod = Path(json.loads(out[out.index("{") :])["GoMod"]).read_text()
+    return Path(json.loads(out[out.index("{") :])["GoMod"]).read_text()
+
+
+def _kubernetes_pins(go: str, workdir: Path, modules: tuple[str, ...]) -> list[str]:
+    """Replace lines pinning ``modules`` to the versions k8s.io/kubernetes itself requires."""
+    gomod = _kubernetes_gomod(go, workdir)
+    pins = []
+    for module in modules:
+        found = re.search(rf"^\s*{re.escape(module)} (v\S+)", gomod, flags=re.MULTILINE)
+        if found is None:
+            raise BuildError(f"k8s.io/kubernetes {KUBERNETES_VERSION} does not require {module}")
+        pins.append(f"\t{module} => {module} {found.group(1)}")
+    return pins
+
+
+def _staging_replaces(go: str, workdir: Path) -> list[str]:
+    """Read k8s.io/kubernetes' own go.mod and pin each staging module to its published tag."""
+    gomod = _kubernetes_gomod(go, workdir)
     modules = re.findall(r"^\s*(k8s\.io/[\w.-]+) => \./staging/", gomod, flags=re.MULTILINE)
     if not modules:
         raise BuildError("could not find the staging replace lines in k8s.io/kubernetes' go.mod")
@@ -196,7 +234,7 @@ def _install(go: str, workdir: Path, package: str, target: Path) -> None:
 def build(toolchain: Toolchain | None = None) -> Toolchain:
     """Build every missing binary; already-built ones are reused."""
     toolchain = toolchain or Toolchain.default()
-    missing = toolchain.missing()
+    missing = toolchain.missing((*ALL_BINARIES, *EXTRA_BINARIES))
     if not missing:
         return toolchain
     go = _go()
@@ -244,6 +282,24 @@ def build(toolchain: Toolchain | None = None) -> Toolchain:
         )
         _run([go, "mod", "tidy"], workdir, "resolve kwok modules", env=env_flags)
         _install(go, workdir, "sigs.k8s.io/kwok/cmd/kwok", toolchain.binary("kwok"))
+
+    if "descheduler" in missing:
+        workdir = toolchain.root / "src" / "descheduler"
+        workdir.mkdir(parents=True, exist_ok=True)
+        _write_module(
+            workdir,
+            "vkprovider.local/descheduler",
+            [
+                f"sigs.k8s.io/descheduler {DESCHEDULER_VERSION}",
+                *(f"{module} {STAGING_VERSION}" for module in DESCHEDULER_STAGING),
+            ],
+            # descheduler v0.36.0 asks for kube-openapi v0.31.0, which the module proxy does not
+            # serve; the control plane's own pin (a pseudo-version) is the same code line.
+            _kubernetes_pins(go, workdir, ("k8s.io/kube-openapi",)),
+            ["sigs.k8s.io/descheduler/cmd/descheduler"],
+        )
+        _run([go, "mod", "tidy"], workdir, "resolve descheduler modules", env=env_flags)
+        _install(go, workdir, "sigs.k8s.io/descheduler/cmd/descheduler", toolchain.binary("descheduler"))
 
     _log(f"all binaries ready in {time.monotonic() - started:.0f}s")
     return toolchain

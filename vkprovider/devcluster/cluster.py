@@ -67,7 +67,12 @@ class Cluster:
         gpu_nodes: int = 2,
         workdir: Path | None = None,
         toolchain: Toolchain | None = None,
+        *,
+        gpus_per_node: int = kwok.GPUS_PER_NODE,
+        pod_delays: bool = False,
     ) -> Cluster:
+        """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
+        replicas, Job pods that run a while), for tests of the return path."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -94,13 +99,21 @@ class Cluster:
             admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
         )
         try:
-            await cluster._boot(toolchain, ca, api_port, gpu_nodes)
+            await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays)
         except BaseException:
             await cluster.stop()
             raise
         return cluster
 
-    async def _boot(self, tc: Toolchain, ca: pki.CertificateAuthority, api_port: int, gpu_nodes: int) -> None:
+    async def _boot(
+        self,
+        tc: Toolchain,
+        ca: pki.CertificateAuthority,
+        api_port: int,
+        gpu_nodes: int,
+        gpus_per_node: int = kwok.GPUS_PER_NODE,
+        pod_delays: bool = False,
+    ) -> None:
         pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
         serving = ca.issue(
             pki_dir,
@@ -203,12 +216,16 @@ class Cluster:
             ],
             logs,
         )
-        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port()), logs)
+        stages = None
+        if pod_delays:
+            stages = self.workdir / "kwok-stages.yaml"
+            stages.write_text(kwok.POD_STAGES)
+        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port(), stages), logs)
 
         self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
         async with self.http() as client:
             for node in self.gpu_nodes:
-                await kwok.create_node(client, node)
+                await kwok.create_node(client, node, gpus_per_node)
             await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
             await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
         self.save()

@@ -18,8 +18,94 @@ GPU_POOL_SELECTOR = f"{GPU_POOL_LABEL}={GPU_POOL_VALUE}"
 GPUS_PER_NODE = 8
 
 
-def args(kubeconfig: Path, server_port: int) -> list[str]:
+#: Pod annotations that delay kwok's stages (Go durations, e.g. "10s"): a local replica that
+#: takes a while to become Ready (a model loading), a Job pod that runs a while before it
+#: completes (training). Honoured only by clusters started with ``pod_delays=True``.
+READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
+COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+_NOW = "{{ $now | Quote }}"
+POD_STAGES = f"""\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-ready}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+    - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
+    - {{key: .status.podIP, operator: DoesNotExist}}
+  delay:
+    durationMilliseconds: 0
+    durationFrom: {{expressionFrom: '.metadata.annotations["{READY_DELAY_ANNOTATION}"]'}}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - {{type: Initialized, status: "True", lastTransitionTime: {_NOW}}}
+      - {{type: ContainersReady, status: "True", lastTransitionTime: {_NOW}}}
+      - {{type: Ready, status: "True", lastTransitionTime: {_NOW}}}
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: true
+        restartCount: 0
+        state: {{running: {{startedAt: {_NOW}}}}}
+      {{{{ end }}}}
+      hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
+      podIP: {{{{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}}}
+      phase: Running
+      startTime: {_NOW}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-complete}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+    - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
+    - {{key: .status.phase, operator: In, values: [Running]}}
+    - {{key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}}
+  delay:
+    durationMilliseconds: 0
+    durationFrom: {{expressionFrom: '.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]'}}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - {{type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {_NOW}}}
+      - {{type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {_NOW}}}
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: false
+        restartCount: 0
+        state: {{terminated: {{exitCode: 0, reason: Completed, startedAt: {_NOW}, finishedAt: {_NOW}}}}}
+      {{{{ end }}}}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-delete}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+    - {{key: .metadata.deletionTimestamp, operator: Exists}}
+  next:
+    finalizers: {{empty: true}}
+    delete: true
+"""
+
+
+def args(kubeconfig: Path, server_port: int, config: Path | None = None) -> list[str]:
+    extra = [f"--config={config}"] if config is not None else []
     return [
+        *extra,
         f"--kubeconfig={kubeconfig}",
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",

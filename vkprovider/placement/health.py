@@ -52,6 +52,7 @@ class ProviderHealth:
         self._states: dict[str, ProviderState] = {}
         #: Bumped on every change that can alter a score, so callers can cache derived terms.
         self.version = 0
+        self._listeners: list[Callable[[str, bool], None]] = []
         for name in names:
             self.state(name)
 
@@ -66,11 +67,18 @@ class ProviderHealth:
         return sorted(self._states)
 
     # Reachability -------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call ``listener(name, reachable)`` when a provider's reachability flips; returns the
+        unsubscribe function (a leadership term subscribes for its own lifetime only)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
     def record_probe(self, name: str, ok: bool, error: str | BaseException | None = None) -> None:
         """Called by the node agent every probe interval and by catalog refreshes."""
         now = self._clock()
         state = self.state(name)
         self.version += 1
+        was_failing = state.failing_since is not None
         if ok:
             state.failing_since = None
             state.last_ok = now
@@ -80,6 +88,9 @@ class ProviderHealth:
             if state.failing_since is None:
                 state.failing_since = now
             state.last_error = str(error) if error is not None else "probe failed"
+        if was_failing == ok:  # flipped
+            for listener in list(self._listeners):
+                listener(name, ok)
 
     # Disablement ---------------------------------------------------------------------------
     def disable(self, name: str, reason: str) -> None:

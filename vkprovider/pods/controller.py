@@ -132,6 +132,7 @@ class PodController:
         term = self.term = self._new_term()
         self.synced.clear()
         self.running = True
+        unsubscribe = self.placer.health.subscribe(term.tracker.recheck)  # probes wake its lists
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(term.informer.run(), name="pod-informer")
@@ -152,6 +153,7 @@ class PodController:
                 for index in range(self._workers):
                     group.create_task(self._worker(term), name=f"pod-worker-{index}")
         finally:
+            unsubscribe()
             self.synced.clear()
             self.running = False
             term.synced = False

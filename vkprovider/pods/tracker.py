@@ -94,6 +94,13 @@ class DeploymentTracker:
         """Monotonic time the provider's list started failing; None while it answers."""
         return self._unreachable.get(provider)
 
+    def recheck(self, provider: str, reachable: bool | None = None) -> None:
+        """List ``provider`` now: its probes say its reachability changed. With a watch open the
+        list is only a slow resync, so without this a probe-detected outage (or recovery) would
+        reach the pods only at the next resync."""
+        if provider in self._providers:
+            self._wake.setdefault(provider, asyncio.Event()).set()
+
     def _mark_unreachable(self, provider: str) -> None:
         if provider not in self._unreachable:
             self._unreachable[provider] = self.clock()

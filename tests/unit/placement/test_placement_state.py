@@ -148,3 +148,18 @@ def test_spread_allows_share_and_counts_release() -> None:
     assert s.held("u1") is None and s.held("u2") is None
     s.add("u3", "w", "a")
     assert not s.allowed("w", "a", 0.5, "u4") and s.allowed("w", "b", 0.5, "u4")  # only u3 counts
+
+
+def test_health_tells_subscribers_when_reachability_flips_and_only_then() -> None:
+    from vkprovider.placement.health import ProviderHealth
+
+    health = ProviderHealth(["a"])
+    seen: list[tuple[str, bool]] = []
+    unsubscribe = health.subscribe(lambda name, ok: seen.append((name, ok)))
+    health.record_probe("a", True)
+    health.record_probe("a", False, "down")
+    health.record_probe("a", False, "still down")
+    health.record_probe("a", True)
+    unsubscribe()
+    health.record_probe("a", False, "down again")
+    assert seen == [("a", False), ("a", True)]

@@ -1,0 +1,120 @@
+"""The ``gate:`` section: which signal to read, the band, the dwell, and the taint it owns.
+
+Bad values stop start-up with a message naming the field (``gate.untaint_below_free_gpus: …``),
+because a gate that silently runs with an inverted band would flap the virtual node.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaintConfig(_Section):
+    """The one taint the gate owns. ``NoExecute`` is refused: it would evict every external pod
+    at once, the failure the gradual return (descheduler + PDB) exists to prevent."""
+
+    key: str = Field(default="local-capacity", min_length=1, max_length=316)
+    value: str = Field(default="available", max_length=63)
+    effect: str = "NoSchedule"
+
+    @field_validator("effect")
+    @classmethod
+    def _never_no_execute(cls, effect: str) -> str:
+        if effect == "NoExecute":
+            raise ValueError(
+                "NoExecute would evict every pod on the virtual node at once; use NoSchedule "
+                "(the descheduler brings pods home gradually)"
+            )
+        if effect not in ("NoSchedule", "PreferNoSchedule"):
+            raise ValueError(f"unknown taint effect {effect!r}; use NoSchedule or PreferNoSchedule")
+        return effect
+
+    def as_taint(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+class Toleration(_Section):
+    """A toleration the inference pods carry (so a node tainted with it still counts as local)."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class KubeSignalConfig(_Section):
+    node_selector: str = Field(default="pool=local-gpu", min_length=1)
+    gpu_resource: str = "nvidia.com/gpu"
+    tolerations: list[Toleration] = Field(
+        default=[], description="tolerations of the inference pods: nodes tainted with these still count"
+    )
+
+
+#: Free GPUs from kube-state-metrics (needs ``--metric-labels-allowlist=nodes=[pool]``):
+#: allocatable GPUs of the pool=local-gpu nodes minus the GPU requests of their Pending/Running
+#: pods. ``or vector(0)``: no GPU pod at all is 0 requested, not an empty (unavailable) result.
+KSM_QUERY = (
+    'sum(kube_node_status_allocatable{resource="nvidia_com_gpu"}'
+    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"}))'
+    ' - (sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'
+    ' * on(namespace, pod) group_left() max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1)'
+    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"})) or vector(0))'
+)
+#: Free GPUs from the DCGM exporter (with its Kubernetes pod mapping): GPUs on local nodes that
+#: no pod holds. Document-only alternative; set it as ``gate.signal.prometheus.query``.
+DCGM_QUERY = 'count(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-.*", pod=""}) or vector(0)'
+
+
+class PrometheusSignalConfig(_Section):
+    url: str = Field(default="http://127.0.0.1:9090", pattern=r"^https?://")
+    query: str = Field(default=KSM_QUERY, min_length=1)
+    timeout_seconds: float = Field(default=5.0, gt=0)
+    max_sample_age_seconds: float = Field(
+        default=120.0, gt=0, description="older samples count as stale, so as 'signal unavailable'"
+    )
+
+
+class SignalConfig(_Section):
+    kind: str = "kube"
+    kube: KubeSignalConfig = KubeSignalConfig()
+    prometheus: PrometheusSignalConfig = PrometheusSignalConfig()
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in ("kube", "prometheus"):
+            raise ValueError(f"unknown signal kind {kind!r}; use 'kube' or 'prometheus'")
+        return kind
+
+
+class GateConfig(_Section):
+    """Taint the virtual node while local GPUs are free; remove the taint when they are gone."""
+
+    signal: SignalConfig = SignalConfig()
+    taint: TaintConfig = TaintConfig()
+    taint_at_free_gpus: int = Field(default=2, ge=1)
+    untaint_below_free_gpus: int = Field(default=1, ge=0)
+    dwell_seconds: float = Field(default=60.0, ge=0)
+    min_flip_interval_seconds: float = Field(default=30.0, ge=0)
+    interval_seconds: float = Field(default=5.0, gt=0)
+    signal_timeout_seconds: float = Field(default=120.0, gt=0)
+    untaint_on_pending: bool = Field(
+        default=True,
+        description="untaint at once while pods that tolerate the virtual node are unschedulable",
+    )
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _band(self) -> GateConfig:
+        if self.untaint_below_free_gpus > self.taint_at_free_gpus:
+            raise ValueError(
+                f"untaint_below_free_gpus ({self.untaint_below_free_gpus}) must not exceed "
+                f"taint_at_free_gpus ({self.taint_at_free_gpus}): the band is inverted"
+            )
+        return self
