@@ -84,7 +84,7 @@ def preflight(s: Scenario, source: str = "scenario") -> None:
         lines = [f"invalid scenario {source}:"]
         for err in exc.errors():
             field = ".".join(str(part) for part in err["loc"])
-            if field.startswith("gate."):
+            if field == "gate" or field.startswith("gate."):
                 field = f"runtime.{field}"
             lines.append(f"  {field}: {str(err['msg']).removeprefix('Value error, ')}")
         raise ScenarioError("\n".join(lines)) from None
