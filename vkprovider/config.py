@@ -42,6 +42,7 @@ from vkprovider.preflight import (
     port_problem,
     url_fields,
 )
+from vkprovider.quota.config import QuotaConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -183,6 +184,7 @@ class Settings(BaseModel):
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     gate: GateConfig | None = None
+    quota: QuotaConfig | None = None
     log_json: bool = False
     log_level: str = "INFO"
 

@@ -82,7 +82,7 @@ class Service:
             )
             try:
                 self.admin = AsgiServer(
-                    create_admin_app(self.placer, self.controller, self.node),
+                    create_admin_app(self.placer, self.controller, self.node, gate=self.gate),
                     s.http.admin_host,
                     s.http.admin_port,
                 )

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -78,7 +79,8 @@ async def test_serve_runs_the_gate_and_sigterm_leaves_its_taint(
 ) -> None:
     node = f"vk-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "serve.log"
-    proc = run("serve", write_config(tmp_path, node, cloud.url, GATE), cluster, log)
+    config = write_config(tmp_path, node, cloud.url, GATE)
+    proc = run("serve", config, cluster, log)
     try:
 
         async def tainted() -> bool:
@@ -89,6 +91,11 @@ async def test_serve_runs_the_gate_and_sigterm_leaves_its_taint(
                 return False  # the node is not registered yet
 
         await eventually(tainted, timeout=90)
+        admin_port = yaml.safe_load(config.read_text())["http"]["admin_port"]
+        async with httpx.AsyncClient() as client:
+            state = (await client.get(f"http://127.0.0.1:{admin_port}/state")).json()
+        assert state["gate"]["tainted"] is True and state["gate"]["signal"] == "kube"
+        assert state["gate"]["recent_flips"][0]["reason"] == "LocalCapacityAvailable"
         assert await stop(proc) == 0
         taints = await node_taints(kube, node)
         assert GATE_TAINT in [t["key"] for t in taints]  # stopping never removes it
@@ -116,3 +123,26 @@ def test_a_selector_matching_no_node_is_refused_at_start_up(
     assert result.returncode == 2, result.stderr
     assert "gate.signal.kube.node_selector: 'pool=no-such-pool' matches no node" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_standalone_gate_taints_and_sigterm_leaves_it(
+    cluster: Cluster, cloud: Any, kube: KubeClient, tmp_path: Path
+) -> None:
+    node = f"vk-{uuid.uuid4().hex[:8]}"
+    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    log = tmp_path / "gate.log"
+    proc = run("gate", write_config(tmp_path, node, cloud.url, GATE), cluster, log)
+    try:
+
+        async def tainted() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return any(t["key"] == GATE_TAINT for t in await node_taints(kube, node))
+
+        await eventually(tainted, timeout=60)
+        assert await stop(proc) == 0
+        assert GATE_TAINT in [t["key"] for t in await node_taints(kube, node)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from vkprovider.errors import VkProviderError
 
 #: Subcommand modules under ``vkprovider.cli``; add a module here to add a subcommand.
-COMMAND_MODULES: tuple[str, ...] = ("serve", "status", "plugin", "fakecloud", "explain", "gate")
+COMMAND_MODULES: tuple[str, ...] = ("serve", "status", "plugin", "fakecloud", "explain", "gate", "quota")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ import time
 
 from vkprovider.devcluster.build import BuildError, Toolchain, build
 from vkprovider.devcluster.cluster import Cluster, run_root
+from vkprovider.devcluster.kueue_build import build_kueue
 from vkprovider.devcluster.process import StartupError
 
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             print(build().bin_dir, file=sys.stderr)
+            print(build_kueue().binary, file=sys.stderr)  # Kueue: its own module and cache
             return 0
         if args.command == "up":
             if args.nodes < 0:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-from vkprovider.devcluster import kwok, pki
+from vkprovider.devcluster import audit, kwok, pki
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 
@@ -57,6 +57,8 @@ class Cluster:
     admin: pki.CertPair
     processes: list[Process] = field(default_factory=list)
     gpu_nodes: list[str] = field(default_factory=list)
+    #: users whose requests the apiserver writes to ``audit_log`` (see ``devcluster.audit``)
+    audit_users: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -70,9 +72,16 @@ class Cluster:
         *,
         gpus_per_node: int = kwok.GPUS_PER_NODE,
         pod_delays: bool = False,
+        audit_users: tuple[str, ...] = (),
+        kueue: bool = False,
     ) -> Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
-        replicas, Job pods that run a while), for tests of the return path."""
+        replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
+        apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``).
+        ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`), whose kwok
+        stages replace the ``pod_delays`` ones (the two cannot be combined yet)."""
+        if pod_delays and kueue:
+            raise ValueError("pod_delays and kueue each bring their own kwok pod stages; choose one")
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -97,9 +106,14 @@ class Cluster:
             kubeconfig=workdir / "kubeconfig",
             ca_cert=ca.pair.cert,
             admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
+            audit_users=tuple(audit_users),
         )
         try:
-            await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays)
+            await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays, kueue=kueue)
+            if kueue:
+                from vkprovider.devcluster.kueue import start_kueue
+
+                await start_kueue(cluster)
         except BaseException:
             await cluster.stop()
             raise
@@ -113,6 +127,8 @@ class Cluster:
         gpu_nodes: int,
         gpus_per_node: int = kwok.GPUS_PER_NODE,
         pod_delays: bool = False,
+        *,
+        kueue: bool = False,
     ) -> None:
         pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
         serving = ca.issue(
@@ -175,6 +191,7 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *(audit.apiserver_args(self.workdir, self.audit_users) if self.audit_users else []),
             ],
             logs,
         )
@@ -220,7 +237,12 @@ class Cluster:
         if pod_delays:
             stages = self.workdir / "kwok-stages.yaml"
             stages.write_text(kwok.POD_STAGES)
-        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port(), stages), logs)
+        kwok_args = kwok.args(self.kubeconfig, free_port(), stages)
+        if kueue:  # training pods run as long as their Job says (see devcluster.kueue)
+            from vkprovider.devcluster.kueue import kwok_stage_args
+
+            kwok_args += await asyncio.to_thread(kwok_stage_args, self.workdir)
+        self._spawn(tc, "kwok", kwok_args, logs)
 
         self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
         async with self.http() as client:
@@ -272,6 +294,11 @@ class Cluster:
             processes=[Process.from_json(p) for p in state["processes"]],
             gpu_nodes=list(state["gpu_nodes"]),
         )
+
+    @property
+    def audit_log(self) -> Path | None:
+        """The apiserver's JSON audit log, when started with ``audit_users``."""
+        return self.workdir / audit.LOG_FILE if self.audit_users else None
 
     def running(self) -> bool:
         return bool(self.processes) and all(p.alive() for p in self.processes)

@@ -64,6 +64,7 @@ class Gate:
         self.blocked: list[str] = []
         self.flips: list[dict[str, Any]] = []  #: recent flips, newest last (for /state)
         self.running = False
+        self._waiting_for_node = False
 
     async def preflight(self) -> None:
         """Start-up checks that need the cluster: refuse (``ConfigError`` naming the field) a
@@ -170,6 +171,12 @@ class Gate:
     async def _flip(self, decision: Decision, node: dict[str, Any] | None, now: float) -> None:
         present = decision.action is Action.TAINT
         verb = "tainting" if present else "untainting"
+        if node is None and not self.config.dry_run:
+            if not self._waiting_for_node:
+                log.warning("gate: node %s does not exist (yet); not %s it", self.node_name, verb)
+            self._waiting_for_node = True
+            return
+        self._waiting_for_node = False
         if self.config.dry_run:
             log.info("dry-run: would be %s node %s: %s", verb, self.node_name, decision.message)
         else:

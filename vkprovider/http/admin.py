@@ -26,7 +26,13 @@ class _NodeView(Protocol):
     def backend_up(self) -> bool: ...
 
 
-def create_admin_app(placer: Placer, controller: PodController, node: _NodeView | None = None) -> FastAPI:
+class _GateView(Protocol):
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def create_admin_app(
+    placer: Placer, controller: PodController, node: _NodeView | None = None, gate: _GateView | None = None
+) -> FastAPI:
     app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None)
     app.include_router(explain_router(placer, node_name=controller.node_name))
 
@@ -56,6 +62,7 @@ def create_admin_app(placer: Placer, controller: PodController, node: _NodeView 
             "api_calls": controller.kube.calls,
             "placement": placer.summary(),
             **operator_state(placer, controller),
+            "gate": gate.snapshot() if gate is not None else None,  # docs/gate.md
         }
 
     return app

@@ -30,6 +30,10 @@ class ApiKeySettings(BaseModel):
     api_key: SecretStr | None = Field(default=None, description="inline key; prefer env or file")
     api_key_env: str | None = Field(default=None, description="environment variable holding the key")
     api_key_file: Path | None = Field(default=None, description="file holding the key (mounted Secret)")
+    api_key_secret: str | None = Field(
+        default=None,
+        description="where the variable or file comes from (e.g. 'ns/name (key K)'), named in errors",
+    )
 
     @model_validator(mode="after")
     def _one_key_source(self) -> Self:
@@ -49,8 +53,10 @@ class ApiKeySource:
         api_key: SecretStr | None,
         api_key_env: str | None,
         api_key_file: Path | None,
+        api_key_secret: str | None = None,
     ) -> None:
         self._provider = provider
+        self._secret = api_key_secret
         self._inline = api_key
         self._env = api_key_env
         self._file = api_key_file
@@ -63,6 +69,7 @@ class ApiKeySource:
             api_key=settings.api_key,
             api_key_env=settings.api_key_env,
             api_key_file=settings.api_key_file,
+            api_key_secret=settings.api_key_secret,
         )
 
     def __repr__(self) -> str:
@@ -81,7 +88,8 @@ class ApiKeySource:
             value = os.environ.get(self._env, "").strip()
             if not value:
                 raise QuotaOrBilling(
-                    f"API key environment variable {self._env} is unset", provider=self._provider
+                    f"API key environment variable {self._env} is unset{self._from_secret(restart=True)}",
+                    provider=self._provider,
                 )
             return SecretStr(value)
         if self._file is not None:
@@ -89,12 +97,23 @@ class ApiKeySource:
                 value = self._file.read_text().strip()
             except OSError as exc:
                 raise QuotaOrBilling(
-                    f"API key file {self._file} is unreadable ({exc.strerror})", provider=self._provider
+                    f"API key file {self._file} is unreadable ({exc.strerror}){self._from_secret()}",
+                    provider=self._provider,
                 ) from None
             if not value:
-                raise QuotaOrBilling(f"API key file {self._file} is empty", provider=self._provider)
+                raise QuotaOrBilling(
+                    f"API key file {self._file} is empty{self._from_secret()}", provider=self._provider
+                )
             return SecretStr(value)
         raise QuotaOrBilling("no API key configured", provider=self._provider)
+
+    def _from_secret(self, *, restart: bool = False) -> str:
+        """Where the operator fixes it: a Kubernetes Secret is the usual source of the key. A
+        variable is read when the container starts, so it needs a restart; a mounted file not."""
+        if not self._secret:
+            return ""
+        then = ", then restart vkprovider" if restart else ""
+        return f" (it comes from Secret {self._secret}: create it{then})"
 
     def scrub(self, text: str) -> str:
         """Replace the key in ``text`` (error bodies, exception strings) with ``***``."""

@@ -1,0 +1,584 @@
+"""Training through real Kueue on a real control plane, with the quota sync running.
+
+One control plane of its own (three kwok local-GPU nodes x 8 GPUs, Kueue v0.17.0), because the
+tests cordon, break and delete nodes. deploy/kueue is applied with ``kubectl apply -k``. The
+timeline and the quota around each node event are printed (run with ``-s`` to see them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import eventually
+from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.kueue import RUN_FOR_ANNOTATION
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.events import EventRecorder
+from vkprovider.quota.config import QuotaConfig
+from vkprovider.quota.plan import QuotaTargetError
+from vkprovider.quota.sync import QuotaSync
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/training"
+NS = "research"
+GPUS_PER_POD = 4
+SYNC_SECONDS = 2.0
+JSON = dict[str, Any]
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def mark(self, what: str) -> None:
+        print(f"[kueue timeline] t={time.monotonic() - self.start:6.1f}s  {what}", file=sys.stderr)
+
+
+@pytest.fixture(scope="module")
+async def kcluster() -> AsyncIterator[Cluster]:
+    started = await Cluster.start(f"kueue-{os.getpid()}", gpu_nodes=3, kueue=True)
+    try:
+        kubectl = Toolchain.default().binary("kubectl")
+        await asyncio.to_thread(
+            subprocess.run,
+            [str(kubectl), f"--kubeconfig={started.kubeconfig}", "apply", "-k", str(REPO / "deploy/kueue")],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        yield started
+    finally:
+        if not os.environ.get("VKPROVIDER_TEST_KEEP_CLUSTER"):
+            await started.stop(remove=True)
+
+
+@pytest.fixture(scope="module")
+async def client(kcluster: Cluster) -> AsyncIterator[httpx.AsyncClient]:
+    async with kcluster.http() as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+async def sync(kcluster: Cluster) -> AsyncIterator[QuotaSync]:
+    kube = await KubeClient.connect(str(kcluster.kubeconfig))
+    recorder = EventRecorder(kube, component="vkprovider-quota", host="test")
+    quota = QuotaSync(kube, QuotaConfig(cluster_queue="training", interval_seconds=SYNC_SECONDS), recorder)
+    task = asyncio.create_task(quota.run())
+    try:
+        yield quota
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+async def gpu_quota(client: httpx.AsyncClient) -> int:
+    cq = (await client.get(CQ)).json()
+    for group in cq["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            if flavor["name"] == "local-gpu":
+                for res in flavor["resources"]:
+                    if res["name"] == "nvidia.com/gpu":
+                        return int(res["nominalQuota"])
+    raise AssertionError("no local-gpu GPU quota")
+
+
+async def quota_is(client: httpx.AsyncClient, want: int) -> bool:
+    return await gpu_quota(client) == want
+
+
+async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str | None = None) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    annotations = {RUN_FOR_ANNOTATION: run_for} if run_for else {}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "research",
+                "kueue.x-k8s.io/priority-class": "training-high",
+            },
+        },
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "priorityClassName": "training-high",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": "trainer:test",
+                            "resources": {
+                                "requests": {
+                                    "nvidia.com/gpu": str(GPUS_PER_POD),
+                                    "cpu": "1",
+                                    "memory": "1Gi",
+                                },
+                                "limits": {"nvidia.com/gpu": str(GPUS_PER_POD)},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    resp = await client.post(f"/apis/batch/v1/namespaces/{NS}/jobs", json=job)
+    assert resp.status_code == 201, resp.text
+    return name
+
+
+async def job(client: httpx.AsyncClient, name: str) -> JSON:
+    resp = await client.get(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
+    assert resp.status_code == 200, resp.text
+    body: JSON = resp.json()
+    return body
+
+
+async def workload(client: httpx.AsyncClient, name: str) -> JSON | None:
+    uid = (await job(client, name))["metadata"]["uid"]
+    resp = await client.get(
+        f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads",
+        params={"labelSelector": f"kueue.x-k8s.io/job-uid={uid}"},
+    )
+    items = resp.json().get("items") or []
+    return items[0] if items else None
+
+
+def condition(obj: JSON | None, kind: str) -> JSON | None:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return dict(cond)
+    return None
+
+
+async def admitted(client: httpx.AsyncClient, name: str) -> bool:
+    cond = condition(await workload(client, name), "Admitted")
+    return cond is not None and cond["status"] == "True"
+
+
+async def pending_for_quota(client: httpx.AsyncClient, name: str) -> JSON | None:
+    """The workload exists, has no quota reserved, and Kueue says why."""
+    wl = await workload(client, name)
+    cond = condition(wl, "QuotaReserved")
+    if cond is not None and cond["status"] == "False":
+        return cond
+    return None
+
+
+async def pods(client: httpx.AsyncClient, name: str) -> list[JSON]:
+    resp = await client.get(f"/api/v1/namespaces/{NS}/pods", params={"labelSelector": f"job-name={name}"})
+    items: list[JSON] = resp.json()["items"]
+    return items
+
+
+async def running(client: httpx.AsyncClient, name: str, count: int) -> bool:
+    return sum(1 for p in await pods(client, name) if p["status"].get("phase") == "Running") == count
+
+
+async def complete(client: httpx.AsyncClient, name: str) -> bool:
+    return any(
+        c["type"] == "Complete" and c["status"] == "True"
+        for c in (await job(client, name)).get("status", {}).get("conditions") or []
+    )
+
+
+async def finish_pods(client: httpx.AsyncClient, name: str) -> None:
+    """Act as the kubelet: the training processes exit 0."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for pod in await pods(client, name):
+        status = {
+            "phase": "Succeeded",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+            "containerStatuses": [
+                {
+                    "name": "trainer",
+                    "image": "trainer:test",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}},
+                }
+            ],
+        }
+        resp = await client.patch(
+            f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}/status",
+            json={"status": status},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert resp.status_code == 200, resp.text
+
+
+async def events(client: httpx.AsyncClient, reason: str) -> list[JSON]:
+    resp = await client.get(
+        "/api/v1/namespaces/default/events",
+        params={"fieldSelector": f"involvedObject.name=training,reason={reason}"},
+    )
+    items: list[JSON] = resp.json()["items"]
+    return items
+
+
+async def patch_node(client: httpx.AsyncClient, name: str, patch: JSON, subresource: str = "") -> None:
+    resp = await client.patch(
+        f"/api/v1/nodes/{name}{subresource}",
+        json=patch,
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert resp.status_code == 200, resp.text
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+async def test_sync_sets_quota_to_the_healthy_local_nodes(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    assert await gpu_quota(client) == 16  # deploy/kueue's starting point
+    await eventually(lambda: quota_is(client, 24), timeout=60)  # 3 kwok nodes x 8
+    synced = await eventually(lambda: events(client, "QuotaSynced"))
+    assert "nvidia.com/gpu 16->24" in synced[0]["message"]
+
+
+async def test_two_jobs_over_quota_are_admitted_whole_one_after_the_other(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    timeline = Timeline()
+    first = await submit(client, "train-a", pods=4, run_for="1h")  # 16 GPUs
+    timeline.mark(f"{first} submitted (4 pods x {GPUS_PER_POD} GPUs = 16; quota 24)")
+    await eventually(lambda: admitted(client, first), timeout=90)
+    timeline.mark(f"{first} admitted")
+    await eventually(lambda: running(client, first, 4), timeout=90)
+    timeline.mark(f"{first} 4/4 pods Running")
+
+    second = await submit(client, "train-b", pods=3)  # 12 GPUs: 16 + 12 > 24
+    timeline.mark(f"{second} submitted (3 pods x {GPUS_PER_POD} GPUs = 12)")
+    why = await eventually(lambda: pending_for_quota(client, second), timeout=90)
+    timeline.mark(f"{second} pending: {why.get('message', '')[:120]}")
+    assert (await job(client, second))["spec"]["suspend"] is True
+    assert await pods(client, second) == []
+    assert await running(client, first, 4)
+
+    await finish_pods(client, first)
+    timeline.mark(f"{first} pods exit 0")
+    await eventually(lambda: complete(client, first), timeout=90)
+    timeline.mark(f"{first} Complete")
+    await eventually(lambda: admitted(client, second), timeout=90)
+    timeline.mark(f"{second} admitted")
+    created = await eventually(lambda: pods(client, second), timeout=60)
+    await eventually(lambda: complete(client, second), timeout=120)
+    timeline.mark(f"{second} Complete ({len(created)} pods created at admission)")
+    assert (await job(client, second))["status"].get("succeeded") == 3
+
+
+async def test_cordon_lowers_quota_and_a_gang_that_no_longer_fits_stays_queued(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    node = kcluster.gpu_nodes[2]
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    before = await gpu_quota(client)
+    await patch_node(client, node, {"spec": {"unschedulable": True}})
+    await eventually(lambda: quota_is(client, 16), timeout=SYNC_SECONDS * 10)
+    print(f"[kueue quota] cordon {node}: {before} -> {await gpu_quota(client)}", file=sys.stderr)
+    synced = await eventually(
+        lambda: _with(events(client, "QuotaSynced"), f"{node} left (cordoned)"), timeout=30
+    )
+    assert "nvidia.com/gpu 24->16" in synced
+
+    gang = await submit(client, "train-c", pods=5)  # 20 GPUs: fits 24, not 16
+    await eventually(lambda: pending_for_quota(client, gang), timeout=90)
+    assert await pods(client, gang) == []
+
+    await patch_node(client, node, {"spec": {"unschedulable": None}})
+    await eventually(lambda: quota_is(client, 24), timeout=SYNC_SECONDS * 10)
+    print(f"[kueue quota] uncordon {node}: 16 -> {await gpu_quota(client)}", file=sys.stderr)
+    await eventually(lambda: admitted(client, gang), timeout=90)
+    await eventually(lambda: complete(client, gang), timeout=120)
+
+
+async def test_quota_is_never_lowered_below_what_admitted_training_uses(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    running_job = await submit(client, "train-d", pods=4, run_for="1h")  # 16 GPUs
+    await eventually(lambda: running(client, running_job, 4), timeout=90)
+    cordoned = kcluster.gpu_nodes[1:]
+    for node in cordoned:
+        await patch_node(client, node, {"spec": {"unschedulable": True}})
+    held = await eventually(
+        lambda: _with(events(client, "QuotaHeld"), "admitted workloads use 16"), timeout=30
+    )
+    assert "not lowering nvidia.com/gpu to 8" in held
+    assert await gpu_quota(client) == 16
+    assert await admitted(client, running_job)
+    print(
+        f"[kueue quota] cordon 2 of 3 under 16 GPUs of running training: held at {await gpu_quota(client)}",
+        file=sys.stderr,
+    )
+    await finish_pods(client, running_job)
+    await eventually(lambda: quota_is(client, 8), timeout=60)  # released: now it can go down
+    print("[kueue quota] training finished: 16 -> 8", file=sys.stderr)
+    for node in cordoned:
+        await patch_node(client, node, {"spec": {"unschedulable": None}})
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+
+
+async def test_hand_edits_are_overwritten_only_in_the_synced_field(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    cq = (await client.get(CQ)).json()
+    cq["spec"]["queueingStrategy"] = "StrictFIFO"
+    for group in cq["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            for res in flavor["resources"]:
+                if res["name"] == "nvidia.com/gpu":
+                    res["nominalQuota"] = 100
+    resp = await client.put(CQ, json=cq)
+    assert resp.status_code == 200, resp.text
+    message = await eventually(lambda: _with(events(client, "QuotaOverwritten"), "was 100"), timeout=30)
+    assert "last synced 24" in message
+    await eventually(lambda: quota_is(client, 24), timeout=30)
+    assert (await client.get(CQ)).json()["spec"]["queueingStrategy"] == "StrictFIFO"
+
+
+async def test_dry_run_computes_the_change_and_writes_nothing(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    cq = (await client.get(CQ)).json()
+    kube = await KubeClient.connect(str(kcluster.kubeconfig))
+    recorder = EventRecorder(kube, component="vkprovider-quota", host="test-dry")
+    reserve = {"nvidia.com/gpu": "10"}
+    dry = QuotaSync(kube, QuotaConfig(cluster_queue="training", reserve=reserve, dry_run=True), recorder)
+    task = asyncio.create_task(dry.run())
+    try:
+
+        async def planned() -> bool:
+            return dry.rounds > 0
+
+        await eventually(planned, timeout=60)
+        assert dry.last_plan is not None
+        assert dry.last_plan.changes["nvidia.com/gpu"] == (24, 14)
+        assert dry.writes == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+    assert (await client.get(CQ)).json()["spec"] == cq["spec"]
+
+
+async def test_admitted_training_pods_preempt_inference_on_full_local_nodes(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    """Quota follows allocatable, not free GPUs: Kueue admits, the scheduler preempts inference."""
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    inference = []
+    for i in range(6):  # 6 x 4 GPUs fill the three local nodes
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"infer-{i}", "namespace": NS, "labels": {"app": "inference"}},
+            "spec": {
+                "nodeSelector": {"pool": "local-gpu"},
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": "server:test",
+                        "resources": {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}},
+                    }
+                ],
+            },
+        }
+        resp = await client.post(f"/api/v1/namespaces/{NS}/pods", json=pod)
+        assert resp.status_code == 201, resp.text
+        inference.append(pod["metadata"]["name"])
+
+    async def inference_running() -> int:
+        resp = await client.get(f"/api/v1/namespaces/{NS}/pods", params={"labelSelector": "app=inference"})
+        return sum(1 for p in resp.json()["items"] if p["status"].get("phase") == "Running")
+
+    await eventually(lambda: _at_least(inference_running(), 6), timeout=90)
+    training = await submit(client, "train-e", pods=2, run_for="1h")  # 8 GPUs
+    await eventually(lambda: admitted(client, training), timeout=90)
+    await eventually(lambda: running(client, training, 2), timeout=120)
+    assert await inference_running() <= 4  # two inference pods made room
+    print(f"[kueue preemption] {training}: 2 pods Running after preempting inference", file=sys.stderr)
+    await finish_pods(client, training)
+    await eventually(lambda: complete(client, training), timeout=90)
+    for name in inference:
+        await client.delete(f"/api/v1/namespaces/{NS}/pods/{name}", params={"gracePeriodSeconds": 0})
+
+
+async def _at_least(count: Any, want: int) -> bool:
+    return bool(await count >= want)
+
+
+async def test_deleted_and_not_ready_nodes_leave_the_quota(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    gone, broken = kcluster.gpu_nodes[2], kcluster.gpu_nodes[1]
+    resp = await client.delete(f"/api/v1/nodes/{gone}")
+    assert resp.status_code == 200, resp.text
+    await eventually(lambda: quota_is(client, 16), timeout=SYNC_SECONDS * 10)
+    print(f"[kueue quota] delete {gone}: 24 -> 16", file=sys.stderr)
+    assert await eventually(
+        lambda: _with(events(client, "QuotaSynced"), f"{gone} left (deleted)"), timeout=30
+    )
+
+    # kwok stops heartbeating a node without its annotation; then its Ready goes False.
+    await patch_node(client, broken, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ready_false = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "lastHeartbeatTime": now}
+    await patch_node(client, broken, {"status": {"conditions": [ready_false]}}, "/status")
+    await eventually(lambda: quota_is(client, 8), timeout=SYNC_SECONDS * 10)
+    print(f"[kueue quota] Ready=False on {broken}: 16 -> 8", file=sys.stderr)
+
+
+async def test_a_missing_queue_or_flavor_is_a_clear_error_and_writes_nothing(
+    kcluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    spec = (await client.get(CQ)).json()["spec"]
+    kube = await KubeClient.connect(str(kcluster.kubeconfig))
+    try:
+        recorder = EventRecorder(kube, component="vkprovider-quota", host="test")
+        for config, field in (
+            (QuotaConfig(cluster_queue="nope"), "quota.cluster_queue"),
+            (QuotaConfig(cluster_queue="training", flavor="spot"), "quota.flavor"),
+        ):
+            with pytest.raises(QuotaTargetError, match=field):
+                await asyncio.wait_for(QuotaSync(kube, config, recorder).run(), timeout=60)
+    finally:
+        await kube.close()
+    assert (await client.get(CQ)).json()["spec"] == spec  # nothing written
+
+    config = kcluster.workdir / "quota-bad.yaml"
+    config.write_text(f"kube:\n  kubeconfig: {kcluster.kubeconfig}\nquota:\n  cluster_queue: nope\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vkprovider",
+        "quota",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=90)
+    assert proc.returncode == 2
+    assert "quota.cluster_queue: ClusterQueue 'nope' does not exist" in err.decode()
+
+
+async def _with(found: Any, needle: str) -> str | None:
+    for event in await found:
+        if needle in event["message"]:
+            return str(event["message"])
+    return None
+
+
+async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_syncing(
+    kcluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    """Runs last: one healthy local node (8 GPUs) is left. A queue of its own, so the in-process
+    sync of the other tests is not the one writing."""
+    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    resources = [
+        {"name": "nvidia.com/gpu", "nominalQuota": 1},
+        {"name": "cpu", "nominalQuota": 1},
+        {"name": "memory", "nominalQuota": "1Gi"},
+    ]
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "training-2"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+                    "flavors": [{"name": "local-gpu", "resources": resources}],
+                }
+            ],
+        },
+    }
+    resp = await client.post(path, json=cq)
+    assert resp.status_code == 201, resp.text
+    config = kcluster.workdir / "quota-leader.yaml"
+    config.write_text(
+        f"kube:\n  kubeconfig: {kcluster.kubeconfig}\n"
+        "leader_election:\n  enabled: true\n  namespace: default\n"
+        "quota:\n  cluster_queue: training-2\n  interval_seconds: 2\n"
+    )
+    replicas = {}
+    for identity in ("replica-a", "replica-b"):
+        replicas[identity] = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vkprovider",
+            "quota",
+            "--config",
+            str(config),
+            env={**os.environ, "VKPROVIDER_LEADER_ELECTION__IDENTITY": identity},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    lease_path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-quota-training-2"
+
+    async def holder() -> str | None:
+        resp = await client.get(lease_path)
+        return resp.json()["spec"].get("holderIdentity") if resp.status_code == 200 else None
+
+    async def gpus_of_training_2() -> int:
+        body = (await client.get(f"{path}/training-2")).json()
+        return int(body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+    try:
+        leader = await eventually(holder, timeout=60)
+        assert leader in replicas
+        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+        replicas[leader].terminate()
+        assert await asyncio.wait_for(replicas[leader].wait(), timeout=30) == 0
+        successor = await eventually(lambda: _other(holder(), leader), timeout=60)
+        print(f"[kueue leader] {leader} stopped, {successor} took over", file=sys.stderr)
+        body = (await client.get(f"{path}/training-2")).json()
+        body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 3
+        assert (await client.put(f"{path}/training-2", json=body)).status_code == 200
+        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+    finally:
+        for proc in replicas.values():
+            if proc.returncode is None:
+                proc.terminate()
+                await asyncio.wait_for(proc.wait(), timeout=30)
+
+
+async def _equals(value: Any, want: int) -> bool:
+    return bool(await value == want)
+
+
+async def _other(value: Any, not_this: str) -> str | None:
+    got = await value
+    return got if got and got != not_this else None

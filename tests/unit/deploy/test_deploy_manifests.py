@@ -1,0 +1,229 @@
+"""The kustomize manifests under deploy/: stable output, a config the service accepts, RBAC names
+that match the config, and the pod security the issue asks for. No cluster needed (kubectl
+only renders); tests/integration/test_deploy_*.py apply them to a real apiserver."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from tests.unit.deploy import rendering
+from tests.unit.deploy.rendering import DEPLOY, RENDERED, ROOT, TARGETS, find, objects, one, service_config
+from vkprovider.config import Settings
+from vkprovider.preflight import StartupChecks
+
+pytestmark = pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`")
+
+OVERLAY_ONLY = {"providers", "placement"}
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    return {target: objects(rendering.render(target)) for target in TARGETS}
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_rendered_output_matches_the_checked_in_file(target: str) -> None:
+    expected = (RENDERED / f"{target}.yaml").read_text()
+    assert rendering.render(target) == expected, (
+        f"deploy/rendered/{target}.yaml is stale: run `.venv/bin/python -m tests.unit.deploy.rendering`"
+    )
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_the_config_map_is_a_valid_service_config(target: str, rendered: dict[str, Any]) -> None:
+    config = service_config(rendered[target])
+    checks = StartupChecks(ports=False, kube=False, require_providers=target != "base")
+    settings = Settings.model_validate(config, context=checks)
+    assert settings.leader_election.enabled
+    assert settings.http.admin_host == "0.0.0.0"
+
+
+def test_the_base_alone_has_no_provider_and_serve_would_say_so(rendered: dict[str, Any]) -> None:
+    config = service_config(rendered["base"])
+    assert config["providers"] == []
+    with pytest.raises(ValidationError, match="no providers configured"):
+        Settings.model_validate(config, context=StartupChecks(ports=False, kube=False))
+
+
+@pytest.mark.parametrize("overlay", ["demo", "runpod"])
+def test_overlay_configs_keep_the_base_sections(overlay: str, rendered: dict[str, Any]) -> None:
+    base = service_config(rendered["base"])
+    config = service_config(rendered[overlay])
+    shared = {k: v for k, v in config.items() if k not in OVERLAY_ONLY}
+    assert shared == {k: v for k, v in base.items() if k not in OVERLAY_ONLY}
+    assert config["providers"], "an overlay must configure at least one provider"
+
+
+def rules_of(doc: dict[str, Any], resource: str, group: str = "") -> list[dict[str, Any]]:
+    return [r for r in doc["rules"] if resource in r["resources"] and group in r["apiGroups"]]
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_rbac_names_follow_the_config(target: str, rendered: dict[str, Any]) -> None:
+    docs = rendered[target]
+    config = service_config(docs)
+    node = config["node"]["name"]
+    election = config["leader_election"]
+    lease = election["lease_name"] or f"vkprovider-{node}"
+    role = one(docs, "ClusterRole", "vkprovider")
+    named = [r for r in rules_of(role, "nodes") + rules_of(role, "nodes/status") if "resourceNames" in r]
+    assert named and all(r["resourceNames"] == [node] for r in named)
+    node_lease = one(docs, "Role", "vkprovider-node-lease")
+    assert node_lease["metadata"]["namespace"] == "kube-node-lease"
+    assert [r["resourceNames"] for r in node_lease["rules"] if "resourceNames" in r] == [[node]]
+    leader = one(docs, "Role", "vkprovider-leader-election")
+    assert leader["metadata"]["namespace"] == election["namespace"] == "vkprovider-system"
+    assert [r["resourceNames"] for r in leader["rules"] if "resourceNames" in r] == [[lease]]
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_every_binding_names_the_service_account(target: str, rendered: dict[str, Any]) -> None:
+    docs = rendered[target]
+    namespace, name = rendering.SERVICE_ACCOUNT
+    one(docs, "ServiceAccount", name)
+    bindings = list(find(docs, "ClusterRoleBinding")) + list(find(docs, "RoleBinding"))
+    assert len(bindings) == 4
+    for binding in bindings:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+
+
+def test_no_rule_grants_wildcards_or_pod_creation(rendered: dict[str, Any]) -> None:
+    docs = rendered["base"]
+    for doc in list(find(docs, "ClusterRole")) + list(find(docs, "Role")):
+        for rule in doc["rules"]:
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], doc["metadata"]["name"]
+            if "pods" in rule["resources"]:
+                assert not {"create", "update"} & set(rule["verbs"])
+            if {"secrets", "configmaps"} & set(rule["resources"]):
+                assert rule["verbs"] == ["get"], "env resolution reads by name: no list/watch"
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_the_deployment_is_locked_down(target: str, rendered: dict[str, Any]) -> None:
+    docs = rendered[target]
+    deployment = one(docs, "Deployment", "vkprovider")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "vkprovider"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    config = service_config(docs)
+    assert ports == {"kubelet": config["node"]["kubelet_port"], "admin": config["http"]["admin_port"]}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    drain = config["pods"]["drain_timeout_seconds"]
+    assert drain < pod["terminationGracePeriodSeconds"], "SIGKILL must not cut the drain short"
+    (env_from,) = container["envFrom"]
+    assert env_from == {"secretRef": {"name": "vkprovider-provider-keys", "optional": True}}
+    assert not list(find(docs, "Secret")), "provider keys are never part of the manifests"
+    pdb = one(docs, "PodDisruptionBudget", "vkprovider")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    service = one(docs, "Service", "vkprovider")
+    assert {p["port"] for p in service["spec"]["ports"]} == {10250, 10255}
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+
+
+def test_the_runpod_key_names_its_secret(rendered: dict[str, Any]) -> None:
+    (provider,) = service_config(rendered["runpod"])["providers"]
+    settings = provider["settings"]
+    assert settings["api_key_env"] == "RUNPOD_API_KEY"
+    assert "vkprovider-system/vkprovider-provider-keys" in settings["api_key_secret"]
+
+
+def test_the_demo_clouds_are_the_examples(rendered: dict[str, Any]) -> None:
+    for name in ("fakecloud-cheap", "fakecloud-premium"):
+        cm = next(d for d in find(rendered["demo"], "ConfigMap") if d["metadata"]["name"].startswith(name))
+        example = (DEPLOY / "examples" / f"{name}.yaml").read_text()
+        assert cm["data"]["config.yaml"] == example, f"deploy/overlays/demo/{name}.yaml drifted"
+    urls = [p["settings"]["url"] for p in service_config(rendered["demo"])["providers"]]
+    services = {d["metadata"]["name"] for d in find(rendered["demo"], "Service")}
+    for url in urls:
+        host = re.match(r"http://([^.]+)\.vkprovider-system\.svc:8080$", url)
+        assert host and host.group(1) in services
+
+
+def test_the_dockerfile_is_pinned_non_root_and_serves() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    assert base and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base.group(1))
+    assert text.count("FROM ${PYTHON_IMAGE}") == 2  # multi-stage, both from the pinned base
+    assert re.search(r"^USER 10001:10001$", text, re.M)
+    assert 'ENTRYPOINT ["vkprovider"]' in text and 'CMD ["serve"' in text
+    assert "-c requirements.lock ." in text and "-r requirements.lock" not in text
+    deployment = yaml.safe_load((DEPLOY / "base" / "deployment.yaml").read_text())
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
+
+
+def load_verify_runtime() -> Any:
+    spec = importlib.util.spec_from_file_location("verify_runtime", DEPLOY / "image" / "verify-runtime.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_verify_runtime_reads_every_pin_of_the_lock() -> None:
+    verify = load_verify_runtime()
+    pins = verify.locked(str(ROOT / "requirements.lock"))
+    lock_lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line]
+    assert len(pins) == len(lock_lines)
+    assert pins["kubernetes-asyncio"] and pins["pydantic"]
+
+
+def test_verify_runtime_fails_on_a_package_missing_from_the_lock(tmp_path: Path) -> None:
+    verify = load_verify_runtime()
+    lock = tmp_path / "lock.txt"
+    full = (ROOT / "requirements.lock").read_text()
+    lock.write_text("\n".join(line for line in full.splitlines() if not line.startswith("pyyaml==")))
+    assert verify.main(str(ROOT / "requirements.lock")) == 0  # this venv: all pinned
+    assert verify.main(str(lock)) == 1
+
+
+def test_namespaced_env_replaces_the_cluster_wide_binding(tmp_path: Path) -> None:
+    component = DEPLOY / "components" / "namespaced-env"
+    (tmp_path / "kustomization.yaml").write_text(rendering.with_component(component, tmp_path))
+    docs = objects(rendering.render(tmp_path))
+    assert not list(find(docs, "ClusterRoleBinding", "vkprovider-env"))
+    (binding,) = list(find(docs, "RoleBinding", "vkprovider-env"))
+    assert binding["roleRef"]["kind"] == "ClusterRole" and binding["roleRef"]["name"] == "vkprovider-env"
+    assert binding["metadata"]["namespace"] == "inference"
+    assert len(list(find(docs, "ClusterRoleBinding"))) == 1  # the core one stays
+
+
+STAND_IN_POLICY = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n"
+
+
+def test_the_descheduler_component_wraps_the_policy(tmp_path: Path) -> None:
+    """The wrapping, with the gate's policy.yaml when present (else a stand-in: the policy is
+    the gate work's, on its own branch)."""
+    component = tmp_path / "descheduler"
+    component.mkdir()
+    shutil.copy(DEPLOY / "descheduler" / "kustomization.yaml", component)
+    policy = DEPLOY / "descheduler" / "policy.yaml"
+    text = policy.read_text() if policy.is_file() else STAND_IN_POLICY
+    (component / "policy.yaml").write_text(text)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(rendering.with_component(component, overlay))
+    docs = objects(rendering.render(overlay))
+    cm = one(docs, "ConfigMap", "descheduler-policy-configmap")
+    assert cm["metadata"]["namespace"] == "kube-system"
+    assert cm["data"]["policy.yaml"] == text
+    one(docs, "Deployment", "vkprovider")  # the base is untouched

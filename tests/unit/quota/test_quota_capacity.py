@@ -1,0 +1,107 @@
+"""Which nodes count toward the quota, and what they add up to."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from vkprovider.quota.capacity import in_pool, node_state, offered
+from vkprovider.quota.config import QuotaConfig
+
+RESOURCES = ["nvidia.com/gpu", "cpu", "memory"]
+
+
+def node(name: str, *, ready: str = "True", gpus: str = "8", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"pool": "local-gpu"}},
+        "spec": spec,
+        "status": {
+            "allocatable": {"nvidia.com/gpu": gpus, "cpu": "64", "memory": "512Gi"},
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }
+
+
+def state(obj: dict[str, Any]) -> str:
+    return node_state(obj, RESOURCES, ["node.kubernetes.io/maintenance"]).state
+
+
+def test_a_ready_schedulable_node_is_healthy() -> None:
+    assert state(node("a")) == "healthy"
+
+
+@pytest.mark.parametrize(
+    ("obj", "why"),
+    [
+        (node("a", unschedulable=True), "cordoned"),
+        (node("a", ready="False"), "NotReady"),
+        (node("a", ready="Unknown"), "NotReady"),
+        (
+            node("a", taints=[{"key": "node.kubernetes.io/maintenance", "effect": "NoSchedule"}]),
+            "maintenance taint node.kubernetes.io/maintenance",
+        ),
+    ],
+)
+def test_unhealthy_nodes_say_why(obj: dict[str, Any], why: str) -> None:
+    assert state(obj) == why
+
+
+def test_a_node_without_a_ready_condition_or_being_deleted_does_not_count() -> None:
+    bare = node("a")
+    bare["status"]["conditions"] = []
+    assert state(bare) == "NotReady"
+    gone = node("b")
+    gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert state(gone) == "deleting"
+
+
+def test_other_taints_do_not_count_as_maintenance() -> None:
+    assert state(node("a", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])) == "healthy"
+
+
+def test_pool_membership_is_by_labels() -> None:
+    assert in_pool(node("a"), {"pool": "local-gpu"})
+    virtual = node("vk")
+    virtual["metadata"]["labels"] = {"type": "virtual-kubelet"}
+    assert not in_pool(virtual, {"pool": "local-gpu"})
+
+
+def test_offered_sums_healthy_nodes_minus_the_reserve_never_below_zero() -> None:
+    states = [
+        node_state(node("a"), RESOURCES, []),
+        node_state(node("b", gpus="4"), RESOURCES, []),
+        node_state(node("c", unschedulable=True), RESOURCES, []),
+    ]
+    got = offered(states, RESOURCES, {"nvidia.com/gpu": Decimal(2), "cpu": Decimal(1000)})
+    assert got["nvidia.com/gpu"] == 10
+    assert got["cpu"] == 0
+    assert got["memory"] == 2 * 512 * 1024**3
+
+
+def test_garbled_allocatable_offers_nothing_instead_of_crashing() -> None:
+    bad = node("a", gpus="lots")
+    assert node_state(bad, RESOURCES, []).allocatable["nvidia.com/gpu"] == 0
+
+
+def test_config_names_the_bad_reserve_field() -> None:
+    with pytest.raises(ValueError, match="cpu: invalid quantity"):
+        QuotaConfig(cluster_queue="training", reserve={"cpu": "a lot"})
+    with pytest.raises(ValueError, match="cluster_queue"):
+        QuotaConfig.model_validate({})
+
+
+def test_event_text_names_the_nodes_that_moved() -> None:
+    from vkprovider.quota.sync import _node_changes
+
+    before = {"a": "healthy", "b": "healthy", "c": "cordoned"}
+    now = [
+        node_state(node("a", unschedulable=True), RESOURCES, []),
+        node_state(node("c"), RESOURCES, []),
+        node_state(node("d", ready="False"), RESOURCES, []),
+    ]
+    assert (
+        _node_changes(before, now)
+        == "a left (cordoned), b left (deleted), c joined (was cordoned), d not counted (NotReady)"
+    )
