@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-unit cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
+.PHONY: install lint test test-unit chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -32,6 +32,14 @@ test: install cluster-build prometheus
 	$(BIN)/lint-imports
 	@$(BIN)/python -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
+
+# The long fault-injection run (tests/chaos, docs in tests/chaos/README.md); `make test` runs only
+# the small one. SEED=n replays a run, CHAOS_SECONDS=n sets the length of its fault phase,
+# FAULTS=a,b restricts the fault kinds.
+chaos: install cluster-build
+	$(if $(SEED),VKPROVIDER_CHAOS_SEED=$(SEED)) $(if $(CHAOS_SECONDS),VKPROVIDER_CHAOS_SECONDS=$(CHAOS_SECONDS)) \
+	$(if $(FAULTS),VKPROVIDER_CHAOS_FAULTS=$(FAULTS)) \
+	VKPROVIDER_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s -rxXs tests/chaos/test_chaos_long.py
 
 test-unit: install
 	$(BIN)/python -m pytest -q -m "not cluster"

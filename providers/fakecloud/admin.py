@@ -7,7 +7,7 @@ is for inspecting what was delivered, not for reading credentials back.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -42,6 +42,11 @@ class FailBody(_Body):
 
 class FinishBody(_Body):
     exit_code: int = 0
+
+
+class OutageBody(_Body):
+    seconds: float = Field(gt=0)
+    mode: Literal["error", "hang"] = "error"
 
 
 class LogBody(_Body):
@@ -221,3 +226,27 @@ async def stats(request: Request) -> dict[str, Any]:
     """API request counts by ``METHOD /route`` (e.g. to check that ``list`` is one call)."""
     store = _store(request)
     return {"requests": dict(store.requests), "deployments": len(store.deployments)}
+
+
+@admin_router.post("/outage")
+async def start_outage(request: Request, body: OutageBody) -> dict[str, Any]:
+    """Every ``/v1`` call fails for ``seconds`` from now: 503 at once (``error``), or held up to
+    ``hang_seconds`` and then 503 (``hang``: clients see timeouts, as with an unreachable cloud)."""
+    store = _store(request)
+    store.outage_until, store.outage_mode = store.clock() + body.seconds, body.mode
+    return {"outage_until": store.wall(store.outage_until), "mode": body.mode}
+
+
+@admin_router.delete("/outage")
+async def end_outage(request: Request) -> dict[str, bool]:
+    _store(request).outage_until = None
+    return {"outage": _store(request).in_outage()}
+
+
+@admin_router.get("/ledger")
+async def ledger(request: Request) -> dict[str, Any]:
+    """The billing ledger (see ledger.py): ``{"now": unix s, "entries": [...]}``, one entry per
+    deployment ever accepted since the last reset, ``ended_at`` null while it bills."""
+    store = _store(request)
+    entries = [entry.model_dump() for entry in store.bills()]
+    return {"now": store.wall(), "provider": store.config.provider, "entries": entries}

@@ -7,11 +7,13 @@ admin endpoint always works and tests can turn the misbehaviour off again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from .admin import admin_router
 from .config import FakeCloudConfig, Knobs
@@ -36,7 +38,9 @@ async def _chaos(store: Store, request: Request) -> Response | None:
     """Misbehave as the knobs say. Draws the same random numbers on every request so a seeded
     run is reproducible whichever knobs are on."""
     knobs = store.knobs
-    if knobs.outage:
+    if store.in_outage():
+        if store.outage_mode == "hang" and store.outage_until is not None:
+            await asyncio.sleep(max(0.0, min(knobs.hang_seconds, store.outage_until - store.clock())))
         return error_response(503, "Unavailable", f"{store.config.provider} is down (outage)")
     rule = store.rules.take(request.method, request.url.path)
     if rule is not None:
@@ -47,11 +51,16 @@ async def _chaos(store: Store, request: Request) -> Response | None:
             return error_response(rule.status, rule.error_code, rule.message, headers)
     if not _applies(knobs, request):
         return None
-    jitter, hang, limited, failed = (store.rng.random() for _ in range(4))
+    jitter, hang, limited, failed, ambiguous = (store.rng.random() for _ in range(5))
+    request.state.ambiguous = ambiguous < knobs.ambiguous_create_rate
     delay = knobs.latency_seconds + jitter * knobs.jitter_seconds
     if delay > 0:
         await asyncio.sleep(delay)
     if hang < knobs.timeout_rate:
+        # Take the whole request first: the client gives up during the hang, and the request is
+        # still processed afterwards, as a real cloud may do with a create it already received.
+        with contextlib.suppress(ClientDisconnect):
+            await request.body()
         await asyncio.sleep(knobs.hang_seconds)
     if limited < knobs.rate_limit_rate:
         retry = f"{knobs.retry_after_seconds:g}"
@@ -59,6 +68,23 @@ async def _chaos(store: Store, request: Request) -> Response | None:
     if failed < knobs.error_rate:
         return error_response(knobs.error_status, "InternalError", "injected server error")
     return None
+
+
+async def _maybe_ambiguous(store: Store, request: Request, response: Response) -> Response:
+    """A create that happened, answered with a 5xx: the client cannot tell it from a failure."""
+    if (
+        request.method == "POST"
+        and request.url.path == API_PREFIX + "/deployments"
+        and response.status_code in (200, 201)
+        and getattr(request.state, "ambiguous", False)
+    ):
+        body = getattr(response, "body_iterator", None)
+        if body is not None:
+            async for _ in body:  # drain the real answer the client will never see
+                pass
+        status = store.knobs.ambiguous_status
+        return error_response(status, "InternalError", "injected: the create may or may not have happened")
+    return response
 
 
 def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAPI:
@@ -84,6 +110,7 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
             response = error_response(401, "Unauthorized", "missing or wrong API key")
         if response is None:
             response = await call_next(request)
+            response = await _maybe_ambiguous(store, request, response)
         route_path = getattr(request.scope.get("route"), "path", None)
         if route_path is None:
             route_path = request.url.path
@@ -96,6 +123,11 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(_: Request, exc: ClientDisconnect) -> Response:
+        """The client gave up (its deadline passed during a hang): nobody reads the answer."""
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

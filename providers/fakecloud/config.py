@@ -7,11 +7,12 @@ Run several servers with different files to get several competing providers.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vkprovider.plugins.api import gpu_memory_gb, normalize_gpu
 
@@ -37,6 +38,10 @@ class Knobs(_Strict):
     timeout_rate: float = Field(default=0.0, ge=0, le=1)
     hang_seconds: float = Field(default=30.0, ge=0)
     loss_rate: float = Field(default=0.0, ge=0, le=1)
+    ambiguous_create_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share of creates that happen but answer with an error"
+    )
+    ambiguous_status: int = Field(default=500, ge=500, le=599)
     outage: bool = False
     billing_error: bool = False
     paths: list[str] = Field(default=[], description="path prefixes chaos applies to; empty = all API")
@@ -83,9 +88,25 @@ class FakeCloudConfig(_Strict):
     provider: str = Field(default="fakecloud", min_length=1)
     seed: int | None = None
     api_key: str | None = Field(default=None, repr=False, description="require 'Authorization: Bearer'")
+    ip_range: str | None = Field(
+        default=None, description="IPv4 CIDR pod IPs come from; default: a /18 derived from the port"
+    )
     catalog: list[CatalogEntry] = Field(min_length=1)
     lifecycle: Lifecycle = Lifecycle()
     knobs: Knobs = Knobs()
+
+    @field_validator("ip_range")
+    @classmethod
+    def _cidr(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            network = ipaddress.IPv4Network(value)
+        except ValueError as exc:
+            raise ValueError(f"not an IPv4 CIDR: {exc}") from None
+        if network.num_addresses < 4:
+            raise ValueError("range too small: needs at least a /30")
+        return str(network)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> FakeCloudConfig:

@@ -1,9 +1,10 @@
-"""HTTP outcome → provider error class, written once for every fakecloud call.
+"""HTTP outcome → provider error class, for every fakecloud call.
 
-400/422 InvalidRequest · 409 (or a NoCapacity body) NoCapacity · 402 and 401/403 QuotaOrBilling ·
-404 NotFound · 429 Transient(retry_after) · 5xx, timeouts, connection errors and anything
-unrecognised Transient. Messages carry the provider name and the server's message, never the
-request body (which may hold secrets).
+The shared table (``vkprovider.plugins.api.error_for_status``: 429/5xx Transient with
+``retry_after``, 401/402/403 QuotaOrBilling, 404 NotFound, other 4xx InvalidRequest) with one
+fakecloud reading: 409 or a ``NoCapacity`` body is NoCapacity. Timeouts and connection errors are
+Transient. Messages carry the provider name and the server's message, never the request body
+(which may hold secrets).
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ from __future__ import annotations
 import httpx
 
 from vkprovider.plugins.api import (
-    InvalidRequest,
     NoCapacity,
-    NotFound,
     ProviderError,
-    QuotaOrBilling,
     Transient,
+    error_for_status,
     retry_after_seconds,
 )
 
@@ -36,19 +35,13 @@ def error_for_response(provider: str, response: httpx.Response) -> ProviderError
     code, message = _server_error(response)
     status = response.status_code
     text = f"HTTP {status} {code}: {message}".replace(" : ", ": ")
-    if status == 409 or code == "NoCapacity":
-        return NoCapacity(text, provider=provider)
-    if status in (400, 422):
-        return InvalidRequest(text, provider=provider)
-    if status in (401, 402, 403):
-        return QuotaOrBilling(text, provider=provider)
-    if status == 404:
-        return NotFound(text, provider=provider)
-    if status == 429:
-        return Transient(
-            text, provider=provider, retry_after=retry_after_seconds(response.headers.get("retry-after"))
-        )
-    return Transient(text, provider=provider)
+    return error_for_status(
+        status,
+        text,
+        provider=provider,
+        retry_after=retry_after_seconds(response.headers.get("retry-after")),
+        override=NoCapacity if status == 409 or code == "NoCapacity" else None,
+    )
 
 
 def error_for_exception(provider: str, exc: Exception) -> ProviderError:

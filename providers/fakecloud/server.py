@@ -50,10 +50,10 @@ class FakeCloudServer:
         clock: Callable[[], float] | None = None,
         graceful_shutdown_seconds: int = 1,
     ) -> None:
-        self.store = Store(config, clock) if clock else Store(config)
-        self.app = create_app(config, store=self.store)
         self._socket = _bind(host, port)
         self.port: int = self._socket.getsockname()[1]
+        self.store = Store(config, clock, port=self.port) if clock else Store(config, port=self.port)
+        self.app = create_app(config, store=self.store)
         self.url = f"http://{host}:{self.port}"
         uv_config = uvicorn.Config(
             self.app,
@@ -109,7 +109,7 @@ def serve(config: FakeCloudConfig, *, host: str = "127.0.0.1", port: int = 0) ->
     """Serve until SIGINT/SIGTERM (for the CLI); prints the listening line scripts parse."""
     sock = _bind(host, port)
     actual = sock.getsockname()[1]
-    app = create_app(config)
+    app = create_app(config, store=Store(config, port=actual))
     uv_config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
     )

@@ -7,6 +7,7 @@ deterministic, cheap (thousands of deployments cost nothing while idle) and easy
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import random
 import time
@@ -17,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 from vkprovider.plugins.api import LABEL_POD_UID, DeploymentRequest, DeploymentStatus, Phase
 
 from .config import CatalogEntry, FakeCloudConfig, Knobs
-from .lifecycle import Outcome, status_of
+from .ledger import LedgerEntry
+from .lifecycle import Outcome, ending, status_of
 from .rules import Rules
 
 
@@ -63,10 +65,50 @@ def _run_override(request: DeploymentRequest, default: float | None, code: int) 
     return run, exit_code
 
 
+def ip_network(config: FakeCloudConfig, port: int) -> ipaddress.IPv4Network:
+    """The instance's pod IP range: ``config.ip_range``, else a /18 of 10.0.0.0/8 chosen by the
+    listening port. Instances on consecutive ports never share a range (two of 1023 random ports
+    do with probability 1/1023: set ``ip_range`` to rule it out); 10.0.0.0/18 is never used, it
+    holds the local cluster's service IPs."""
+    if config.ip_range:
+        return ipaddress.IPv4Network(config.ip_range)
+    block = port % 1023 + 1
+    return ipaddress.IPv4Network((int(ipaddress.IPv4Address("10.0.0.0")) + (block << 14), 18))
+
+
+class IpPool:
+    """Hands out the range's host addresses in order, wrapping, never one that is in use."""
+
+    def __init__(self, network: ipaddress.IPv4Network) -> None:
+        self.network = network
+        self._first = int(network.network_address) + 1
+        self._size = max(1, network.num_addresses - 2)
+        self._next = 0
+
+    def take(self, in_use: set[str]) -> str:
+        for _ in range(self._size):
+            ip = str(ipaddress.IPv4Address(self._first + self._next))
+            self._next = (self._next + 1) % self._size
+            if ip not in in_use:
+                return ip
+        raise ApiError(409, "NoCapacity", f"pod IP range {self.network} is exhausted")
+
+
 class Store:
-    def __init__(self, config: FakeCloudConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, config: FakeCloudConfig, clock: Callable[[], float] = time.monotonic, *, port: int = 0
+    ) -> None:
         self.config = config
         self.clock = clock
+        #: ``clock() + wall_offset`` is unix time (the ledger's axis), also under a fake clock.
+        self.wall_offset = time.time() - clock()
+        self.ips = IpPool(ip_network(config, port))
+        self.port = port
+        #: every deployment ever accepted, by provider id (see ledger.py)
+        self.ledger: dict[str, LedgerEntry] = {}
+        #: monotonic time an admin-requested outage ends (None: no timed outage)
+        self.outage_until: float | None = None
+        self.outage_mode = "error"
         self.knobs = config.knobs.model_copy()
         self.rng = random.Random(config.seed)
         self.offers: dict[str, OfferState] = {}
@@ -87,6 +129,18 @@ class Store:
         self.lost.clear()
         self.requests.clear()
         self.rules.clear()
+        self.ledger.clear()
+        self.outage_until = None
+
+    def wall(self, at: float | None = None) -> float:
+        """Unix seconds of monotonic ``at`` (default: now)."""
+        return (self.clock() if at is None else at) + self.wall_offset
+
+    def in_outage(self) -> bool:
+        """The ``outage`` knob, or a timed outage (``POST /admin/outage``) that has not ended."""
+        if self.outage_until is not None and self.clock() >= self.outage_until:
+            self.outage_until = None
+        return self.knobs.outage or self.outage_until is not None
 
     def set_knobs(self, knobs: Knobs) -> None:
         self.knobs = knobs
@@ -142,12 +196,23 @@ class Store:
             offer=offer.entry,
             created=self.clock(),
             created_wall=datetime.now(UTC),
-            ip=f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}",
+            ip=self.ips.take({d.ip for d in self.deployments.values()}),
             run_seconds=run,
             exit_code=exit_code,
         )
         offer.capacity -= 1
         self.deployments[request.uid] = deployment
+        self.ledger[deployment.provider_id] = LedgerEntry(
+            uid=request.uid,
+            deployment_id=deployment.provider_id,
+            provider=self.config.provider,
+            instance=str(self.port) if self.port else "",
+            offer_id=offer.entry.id,
+            gpu_type=offer.entry.gpu_type,
+            gpus=offer.entry.gpu_count,
+            price_per_hour=offer.entry.price_per_hour,
+            started_at=self.wall(deployment.created),
+        )
         self.lost.pop(request.uid, None)
         return deployment, True
 
@@ -161,11 +226,31 @@ class Store:
         deployment = self.deployments.pop(uid, None)
         if deployment is None:
             return False
+        self._close_bill(deployment, "lost" if lost else "deleted")
         if (offer := self.offers.get(deployment.offer.id)) is not None:
             offer.capacity += 1
         if lost:
             self.lost[uid] = deployment.labels
         return True
+
+    def _close_bill(self, deployment: Deployment, reason: str) -> None:
+        entry = self.ledger.get(deployment.provider_id)
+        if entry is None or entry.ended_at is not None:
+            return
+        end = ending(deployment, self.config, self.clock())
+        if end is not None:  # it had already stopped running (and billing) before the delete
+            entry.ended_at, entry.end_reason = self.wall(end.at), end.reason
+        else:
+            entry.ended_at, entry.end_reason = self.wall(), reason
+
+    def bills(self) -> list[LedgerEntry]:
+        """The ledger now: terminal deployments still present stop billing at their end."""
+        for deployment in self.deployments.values():
+            entry = self.ledger.get(deployment.provider_id)
+            end = ending(deployment, self.config, self.clock())
+            if entry is not None and entry.ended_at is None and end is not None:
+                entry.ended_at, entry.end_reason = self.wall(end.at), end.reason
+        return list(self.ledger.values())
 
     def select(self, selector: dict[str, str]) -> list[Deployment]:
         return [

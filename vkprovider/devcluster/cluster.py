@@ -9,9 +9,11 @@ ServiceAccount exists (so pods can be created at once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -59,6 +61,8 @@ class Cluster:
     gpu_nodes: list[str] = field(default_factory=list)
     #: users whose requests the apiserver writes to ``audit_log`` (see ``devcluster.audit``)
     audit_users: tuple[str, ...] = ()
+    #: the arguments each component was started with, so ``restart_component`` can start it again
+    argv: dict[str, list[str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -312,8 +316,53 @@ class Cluster:
         return httpx.AsyncClient(base_url=self.server, verify=context, timeout=10.0)
 
     def _spawn(self, tc: Toolchain, name: str, args: list[str], logs: Path) -> None:
+        self.argv[name] = list(args)
         self.processes.append(spawn(name, tc.binary(name), args, logs))
         self.save()
+
+    # ------------------------------------------------------------------ faults (for tests)
+
+    def component(self, name: str) -> Process:
+        found = next((p for p in self.processes if p.name == name), None)
+        if found is None:
+            raise KeyError(f"no component {name!r} in cluster {self.name}")
+        return found
+
+    async def kill_component(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal one component by its PID (SIGKILL: a crash) and wait until it is gone."""
+        proc = self.component(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        await asyncio.to_thread(proc.stop, 5.0)  # reaps it; SIGTERM/SIGKILL only if still alive
+
+    async def start_component(self, name: str, toolchain: Toolchain | None = None) -> None:
+        """Start a stopped component again with its original arguments (same ports, same etcd
+        data) and wait until it serves."""
+        if name not in self.argv:
+            raise KeyError(f"{name} was not started by this process; cannot restart it")
+        old = self.component(name)
+        if old.alive():
+            raise RuntimeError(f"{name} is still running (pid {old.pid})")
+        tc = toolchain or Toolchain.default()
+        new = spawn(name, tc.binary(name), self.argv[name], self.workdir / "logs")
+        self.processes[self.processes.index(old)] = new
+        self.save()
+        if name == "etcd":
+            client = next(a for a in self.argv[name] if a.startswith("--listen-client-urls="))
+            await self._wait_http(client.split("=", 1)[1] + "/health", "etcd")
+        elif name == "kube-apiserver":
+            await self._wait_http(f"{self.server}/readyz", name, timeout=READY_TIMEOUT_SECONDS)
+
+    async def restart_component(
+        self, name: str, sig: int = signal.SIGTERM, down_seconds: float = 0.0
+    ) -> None:
+        """Stop one component (SIGTERM, or SIGKILL for a crash), keep it down ``down_seconds``,
+        start it again and wait until it serves: ``restart_component("etcd")``,
+        ``restart_component("kube-apiserver", signal.SIGKILL)``."""
+        await self.kill_component(name, sig)
+        if down_seconds > 0:
+            await asyncio.sleep(down_seconds)
+        await self.start_component(name)
 
     def _write_kubeconfig(self) -> None:
         config = {

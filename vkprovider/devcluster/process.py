@@ -33,7 +33,12 @@ def free_port() -> int:
 
 
 def ensure_port_free(port: int, component: str) -> None:
+    """Fail with a clear message if something *listens* on ``port``.
+
+    ``SO_REUSEADDR`` as every server here sets it: without it the bind also trips over the
+    TIME_WAIT sockets a just-stopped server leaves for a minute, though the port is usable."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

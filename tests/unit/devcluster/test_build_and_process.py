@@ -104,3 +104,22 @@ def test_run_directories_of_dead_clusters_are_swept(tmp_path: Path, monkeypatch:
         assert sorted(p.name for p in run.iterdir()) == ["booting", "live"]
     finally:
         alive.stop(grace=5)
+
+
+def test_port_in_time_wait_is_free() -> None:
+    """After a server stops, its accepted connections linger in TIME_WAIT for a minute; the port
+    is usable (every server here binds with SO_REUSEADDR), so the check must not refuse it."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the server side closes first: its end goes to TIME_WAIT
+    client.recv(1)
+    client.close()
+    server.close()
+    ensure_port_free(port, "demo")  # no "already in use"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # the trap the check avoids

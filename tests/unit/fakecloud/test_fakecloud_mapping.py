@@ -44,7 +44,7 @@ def _error(status: int, code: str = "", headers: dict[str, str] | None = None) -
         (_error(429, "RateLimited", {"Retry-After": "3"}), Transient),
         (_error(500), Transient),
         (_error(504), Transient),
-        (_error(418), Transient),
+        (_error(418), InvalidRequest),  # the shared table: any other 4xx is the request's fault
         (lambda _: httpx.Response(200, text="<html>not json</html>"), Transient),
         (lambda _: httpx.Response(200, json={"uid": "x", "phase": "Exploded"}), Transient),
         (lambda _: httpx.Response(200, json={"phase": "Running"}), Transient),
@@ -120,3 +120,14 @@ async def test_deploy_sends_labels_and_list_filters_by_node() -> None:
     finally:
         await adapter.close()
     assert seen[0].url.params["labelSelector"] == "vkprovider.io/node-name=vk-7"
+
+
+async def test_retry_after_is_carried_on_429_and_5xx() -> None:
+    for status in (429, 503):
+        adapter = _adapter(_error(status, "Busy", {"Retry-After": "4"}))
+        try:
+            with pytest.raises(Transient) as info:
+                await adapter.probe()
+            assert info.value.retry_after == 4 and f"HTTP {status} Busy: nope" in str(info.value)
+        finally:
+            await adapter.close()

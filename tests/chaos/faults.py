@@ -1,0 +1,191 @@
+"""The faults the chaos run injects, one coroutine each: inject, hold for ``seconds``, clear.
+
+Every fault is real: fakecloud's own knobs and rules over HTTP (5xx, 429 + Retry-After, hangs
+longer than the adapter's deadline, creates that happen but answer 5xx, lost deployments,
+capacity exhaustion, a timed outage), signals to real processes by PID (the gRPC plugin, the
+``vkprovider serve`` replicas, kube-apiserver, etcd), aborted TCP connections (watches cut),
+and a network partition of the leader (leadership moves by the Lease rules, never by force).
+Each returns a short detail string for the run log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.chaos.rig import Rig
+
+Fault = Callable[["Rig", random.Random, float], Awaitable[str]]
+
+
+async def _knobs(rig: Rig, cloud: str, seconds: float, **knobs: float) -> str:
+    await rig.admin(cloud, "PATCH", "/knobs", json=knobs)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await rig.admin(cloud, "PATCH", "/knobs", json=dict.fromkeys(knobs, 0.0))
+    return f"{cloud}: {knobs}"
+
+
+async def provider_5xx(rig: Rig, rng: random.Random, seconds: float) -> str:
+    return await _knobs(rig, rng.choice(rig.cloud_names), seconds, error_rate=0.4)
+
+
+async def rate_limit_429(rig: Rig, rng: random.Random, seconds: float) -> str:
+    cloud = rng.choice(rig.cloud_names)
+    await rig.admin(cloud, "PATCH", "/knobs", json={"retry_after_seconds": rng.choice([1, 2])})
+    return await _knobs(rig, cloud, seconds, rate_limit_rate=0.5)
+
+
+async def timeouts(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """Requests hang longer than the adapter's 5 s deadline, then are processed anyway."""
+    cloud = rng.choice(rig.cloud_names)
+    await rig.admin(cloud, "PATCH", "/knobs", json={"hang_seconds": 7})
+    return await _knobs(rig, cloud, seconds, timeout_rate=0.3)
+
+
+async def ambiguous_create(rig: Rig, rng: random.Random, seconds: float) -> str:
+    return await _knobs(rig, rng.choice(rig.cloud_names), seconds, ambiguous_create_rate=0.6)
+
+
+async def lost_deployments(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """The cloud loses one or two running deployments (the pod must go Failed/ProviderLost and
+    be replaced, never linger)."""
+    cloud = rng.choice(rig.cloud_names)
+    live = sorted(rig.clouds[cloud].store.deployments)
+    lost = rng.sample(live, min(len(live), rng.randint(1, 2)))
+    for uid in lost:
+        await rig.admin(cloud, "POST", f"/deployments/{uid}/lose")
+        rig.injected_losses.add(uid)
+    await asyncio.sleep(seconds)
+    return f"{cloud}: lost {len(lost)}"
+
+
+async def capacity_exhausted(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """One cloud sells out mid-run: creates answer 409 NoCapacity, offers show 0."""
+    cloud = rng.choice(rig.cloud_names)
+    rule = await rig.admin(
+        cloud,
+        "POST",
+        "/rules",
+        json={"method": "POST", "path": "/v1/deployments", "status": 409, "message": "sold out"},
+    )
+    await rig.admin(cloud, "PUT", "/capacity", json={"capacity": 0})
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await rig.admin(cloud, "DELETE", f"/rules/{rule['id']}")
+        await rig.restore_capacity(cloud)
+    return f"{cloud}: sold out"
+
+
+async def provider_outage(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """A cloud is unreachable (every call hangs to the client's deadline) for the whole window."""
+    cloud = rng.choice(rig.cloud_names)
+    outage = max(seconds, rig.plan.outage_seconds)
+    await rig.admin(cloud, "POST", "/outage", json={"seconds": outage, "mode": "hang"})
+    try:
+        await asyncio.sleep(outage)
+    finally:
+        await rig.admin(cloud, "DELETE", "/outage")
+    return f"{cloud}: unreachable {outage:.0f}s"
+
+
+async def plugin_killed(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """SIGKILL the leader's gRPC plugin process; its supervisor must restart it."""
+    replica = await rig.leader()
+    pids = replica.children()
+    for pid in pids:
+        rig.signal_pid(pid, signal.SIGKILL)
+    await asyncio.sleep(seconds)
+    return f"{replica.identity}: killed plugin pids {pids}"
+
+
+async def serve_sigkill(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """SIGKILL a replica (the leader two times in three) at a random point of the churn, possibly
+    with creates and deletes in flight, and start it again after 0-3 s."""
+    leader = await rig.leader()
+    replica = leader if rng.random() < 0.67 or len(rig.replicas) == 1 else rng.choice(rig.replicas)
+    kills = 0
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(rng.uniform(0.5, 4.0))
+        await replica.kill(signal.SIGKILL)
+        kills += 1
+        await asyncio.sleep(rng.uniform(0.0, 3.0))
+        replica.start()
+        await asyncio.sleep(rng.uniform(3.0, 6.0))
+    return f"{replica.identity}: SIGKILLed {kills}x"
+
+
+async def watch_cut(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """Abort every connection to the apiserver (watches mid-stream) a few times."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    cut = 0
+    while asyncio.get_running_loop().time() < deadline:
+        for proxy in rig.proxies.values():
+            cut += proxy.cut()
+        await asyncio.sleep(rng.uniform(1.0, 4.0))
+    return f"{cut} connections cut"
+
+
+async def apiserver_killed(rig: Rig, rng: random.Random, seconds: float) -> str:
+    down = rng.uniform(2.0, 6.0)
+    await rig.cluster.restart_component("kube-apiserver", signal.SIGKILL, down_seconds=down)
+    await asyncio.sleep(seconds)
+    return f"down {down:.1f}s"
+
+
+async def etcd_restarted(rig: Rig, rng: random.Random, seconds: float) -> str:
+    down = rng.uniform(1.0, 4.0)
+    await rig.cluster.restart_component("etcd", signal.SIGTERM, down_seconds=down)
+    await asyncio.sleep(seconds)
+    return f"down {down:.1f}s"
+
+
+async def leadership_moved(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """Move leadership away and back: partition the leader from the apiserver until the other
+    replica holds the Lease, heal, let the new leader place pods (two force-deleted, so their
+    replacements are created in its term), then do the same to it. The first replica regains a
+    term with whatever it cached in the last one (issue 10 defect 1 is that path)."""
+    if len(rig.replicas) < 2:
+        return "skipped: one replica"
+    moves = []
+    for _ in range(2):
+        before = await rig.lease_holder()
+        proxy = rig.proxies[before]
+        proxy.block()
+        try:
+            moved = await rig.wait_for(lambda b=before: _holder_changed(rig, b), timeout=60)
+        finally:
+            proxy.unblock()
+        moves.append(f"{before}->{await rig.lease_holder()}" if moved else f"{before}: stuck 60s")
+        await rig.force_delete_some(rng, 2)
+        await asyncio.sleep(seconds / 2)
+    return ", ".join(moves)
+
+
+async def _holder_changed(rig: Rig, before: str) -> bool:
+    holder = await rig.lease_holder()
+    return bool(holder) and holder != before
+
+
+FAULTS: dict[str, Fault] = {
+    "provider-5xx": provider_5xx,
+    "rate-limit-429": rate_limit_429,
+    "timeouts": timeouts,
+    "ambiguous-create": ambiguous_create,
+    "lost-deployments": lost_deployments,
+    "capacity-exhausted": capacity_exhausted,
+    "provider-outage": provider_outage,
+    "plugin-killed": plugin_killed,
+    "serve-sigkill": serve_sigkill,
+    "watch-cut": watch_cut,
+    "apiserver-killed": apiserver_killed,
+    "etcd-restarted": etcd_restarted,
+    "leadership-moved": leadership_moved,
+}

@@ -1,0 +1,170 @@
+"""Bad input through the live node: a sample of the generated pod specs applied to the real
+apiserver, bound to a real ``vkprovider serve`` process. Each ends Running or carries a reason
+naming the problem (pod status, a waiting container or a Warning Event); the service never
+restarts; its RSS is printed before and after (not asserted: memory is a figure, not a test).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import uuid
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis.errors import NonInteractiveExampleWarning
+from vkprovider_fakecloud.config import parse_config
+from vkprovider_fakecloud.server import FakeCloudServer
+
+from tests.chaos.badinput import EXISTING, pod_specs
+from tests.chaos.serve import Replica, write_config
+from tests.support import eventually
+from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.process import free_port
+
+pytestmark = pytest.mark.cluster
+
+JSON = dict[str, Any]
+SAMPLE = 40
+SETTLED_WAITING = {"CreateContainerConfigError", "InvalidImageName", "ErrImagePull", "CreateContainerError"}
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _sample() -> list[JSON]:
+    """``SAMPLE`` fresh generated specs (a new draw each run; a failure prints the spec)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+        return [pod_specs().example() for _ in range(SAMPLE)]
+
+
+def _bind(pod: JSON, i: int, node: str) -> JSON:
+    pod = copy.deepcopy(pod)
+    pod["metadata"] = {k: v for k, v in pod["metadata"].items() if k not in ("uid", "namespace")}
+    pod["metadata"]["name"] = f"fuzz-{i}"
+    spec = pod["spec"]
+    spec["nodeName"] = node
+    spec["tolerations"] = [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}]
+    return pod
+
+
+def _settled(pod: JSON, events: list[JSON]) -> str | None:
+    """How the pod ended, or None while it is still on its way."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase == "Running":
+        return "Running"
+    if phase in ("Failed", "Succeeded"):
+        return f"{phase}: {status.get('reason')}" if status.get("reason") and status.get("message") else None
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in SETTLED_WAITING and waiting.get("message"):
+            return f"Pending: {waiting['reason']}"
+    uid = pod["metadata"]["uid"]
+    warned = [e for e in events if e["involvedObject"].get("uid") == uid and e.get("type") == "Warning"]
+    return f"Pending, Event {warned[0]['reason']}" if warned and warned[0].get("message") else None
+
+
+async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_path: Path) -> None:
+    node, namespace = f"vk-fuzz-{uuid.uuid4().hex[:6]}", f"fuzz-{uuid.uuid4().hex[:6]}"
+    cloud = FakeCloudServer(
+        parse_config(
+            {
+                "provider": "cheap",
+                "ip_range": "10.66.0.0/16",
+                "catalog": [
+                    {"gpu_type": "H100-SXM-80GB", "price_per_hour": 2.0, "capacity": 40},
+                    {"gpu_type": "H100-SXM-80GB", "gpu_count": 8, "price_per_hour": 20.0, "capacity": 4},
+                    {"gpu_type": "L4", "price_per_hour": 0.5, "capacity": 10},
+                ],
+                "lifecycle": {"provisioning_seconds": 0.3, "serving_after_seconds": 0.3},
+            }
+        )
+    )
+    await cloud.start()
+    port = free_port()
+    config = write_config(
+        tmp_path / "serve.yaml",
+        node=node,
+        identity="fuzz",
+        admin_port=port,
+        providers=[{"name": "cheap", "adapter": "fakecloud", "settings": {"url": cloud.url}}],
+        lease=None,
+    )
+    replica = Replica("fuzz", config, tmp_path / "serve.log", port, cluster.kubeconfig)
+    replica.start()
+    outcomes: Counter[str] = Counter()
+    try:
+        async with cluster.http() as kube, httpx.AsyncClient() as client:
+            await eventually(lambda: replica.ready(client), timeout=90)
+            assert replica.proc is not None
+            pid, rss_before = replica.proc.pid, _rss_kib(replica.proc.pid)
+            assert (await kube.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})).is_success
+            await eventually(
+                lambda: _ok(kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")), timeout=60
+            )
+            await kube.post(
+                f"/api/v1/namespaces/{namespace}/configmaps",
+                json={"metadata": {"name": "config"}, "data": EXISTING["config"]},
+            )
+            secret = {k: base64.b64encode(v).decode() for k, v in EXISTING["creds"].items()}  # type: ignore[attr-defined]
+            await kube.post(
+                f"/api/v1/namespaces/{namespace}/secrets",
+                json={"metadata": {"name": "creds"}, "data": secret},
+            )
+            created = []
+            sample = _sample()
+            for i, spec in enumerate(sample):
+                response = await kube.post(f"/api/v1/namespaces/{namespace}/pods", json=_bind(spec, i, node))
+                if response.status_code in (400, 422):  # refused by the API, naming the field
+                    outcomes["refused by the apiserver"] += 1
+                    continue
+                assert response.is_success, response.text[:300]
+                created.append(f"fuzz-{i}")
+
+            async def all_settled() -> dict[str, str] | None:
+                pods = (await kube.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+                events = (await kube.get(f"/api/v1/namespaces/{namespace}/events")).json()["items"]
+                ends = {p["metadata"]["name"]: _settled(p, events) for p in pods}
+                missing = [n for n in created if ends.get(n) is None]
+                pending.clear()
+                pending.extend(missing)
+                return None if missing else {n: str(ends[n]) for n in created}
+
+            pending: list[str] = []
+            try:
+                ends = await eventually(all_settled, timeout=180, interval=1.0)
+            except TimeoutError:
+                specs = {f"fuzz-{i}": s for i, s in enumerate(sample)}
+                raise AssertionError(
+                    f"no outcome and no reason: {[(n, specs[n]) for n in pending]}"
+                ) from None
+            for end in ends.values():
+                outcomes[end] += 1
+            rss_after = _rss_kib(pid)
+            print(f"\nlive bad input ({len(created)} created): {dict(outcomes)}")
+            print(
+                f"vkprovider serve RSS: {rss_before / 1024:.0f} MiB before, {rss_after / 1024:.0f} MiB after"
+            )
+            replica.check()
+            assert replica.proc.pid == pid and not replica.exits, replica.exits  # never restarted
+            assert outcomes["Running"] > 0
+    finally:
+        await replica.stop()
+        await cloud.stop()
+        async with cluster.http() as kube:
+            await kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+async def _ok(request: Any) -> bool:
+    response = await request
+    return bool(response.status_code == 200)
