@@ -121,15 +121,16 @@ def markdown(rec: Recording) -> str:
         "",
         "## Against two baselines from the same run",
         "",
-        "| | external GPU-hours | cost | this run saves |",
+        "| | external GPU-hours | cost | this run against it |",
         "|---|---:|---:|---:|",
         f"| this run | {total.gpu_hours:.1f} | ${total.money:,.2f} | |",
     ]
     for b in c.baselines:
         saved = b.money - total.money
-        share = f" ({saved / b.money:.0%})" if b.money else ""
+        share = f" ({abs(saved) / b.money:.0%})" if b.money else ""
+        verdict = f"${abs(saved):,.2f}{share} {'less' if saved >= 0 else 'more'}"
         overflow = f" (incl. {b.overflow_gpu_hours:.1f} beyond capacity)" if b.overflow_gpu_hours else ""
-        lines.append(f"| {b.name} | {b.gpu_hours:.1f}{overflow} | ${b.money:,.2f} | ${saved:,.2f}{share} |")
+        lines.append(f"| {b.name} | {b.gpu_hours:.1f}{overflow} | ${b.money:,.2f} | {verdict} |")
     lines += [
         "",
         "## Invariants",
