@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,8 @@ async def simulated_day(tmp_path: Path) -> Any:
             await result.stack.down()
         cluster = Cluster.load(run_root() / name)
         if cluster is not None:
-            await cluster.stop(remove=True)
+            await cluster.stop()
+        shutil.rmtree(run_root() / name, ignore_errors=True)
 
 
 async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
