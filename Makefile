@@ -71,8 +71,11 @@ cluster-up: cluster-build
 cluster-down: install
 	$(BIN)/python -m vkprovider.devcluster down
 
+# SCENARIO=path.yaml runs another scenario (docs/simulation.md); the default takes ~5 minutes.
+SCENARIO ?= deploy/examples/scenarios/krea-day.yaml
+
 demo: cluster-build
-	@$(BIN)/python -m vkprovider.sim.demo up
+	@$(BIN)/python -m vkprovider.sim.demo up --scenario $(SCENARIO)
 
 demo-down: install
 	$(BIN)/python -m vkprovider.sim.demo down

@@ -1,0 +1,167 @@
+"""Acceptance: a one-minute simulated day end to end on the real control plane, and its report
+checked against the truth (the providers' ledgers, the apiserver, the PNG itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+
+from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.cluster import run_root
+from vkprovider.kube.client import KubeClient
+from vkprovider.sim.runner import RunOptions, RunResult, run
+from vkprovider.sim.scenario import load_scenario
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vkprovider_fakecloud.ledger") is None,
+        reason="the report's money comes from fakecloud's billing ledger, which this build lacks",
+    ),
+]
+
+SCENARIO = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "scenarios" / "quick.yaml"
+Counts = tuple[tuple[str, int, int], ...]  # (workload, local, external) per workload
+
+
+def count(pods: list[dict[str, Any]], virtual_node: str) -> Counts:
+    """Replicas per workload as a user would count them: live pods bound locally / to the virtual node."""
+    tally: dict[str, list[int]] = {}
+    for pod in pods:
+        workload = (pod["metadata"].get("labels") or {}).get("sim.vkprovider.io/workload")
+        if workload is None or pod["metadata"].get("deletionTimestamp"):
+            continue
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        node = pod["spec"].get("nodeName")
+        slot = tally.setdefault(workload, [0, 0])
+        if node == virtual_node:
+            slot[1] += 1
+        elif node:
+            slot[0] += 1
+    return tuple(sorted((w, n[0], n[1]) for w, n in tally.items()))
+
+
+async def watch_apiserver(name: str, seen: list[tuple[float, Counts]], stop: asyncio.Event) -> None:
+    """Sample the apiserver independently of the runner, from the moment the cluster is up."""
+    workdir = run_root() / name
+    kube: KubeClient | None = None
+    try:
+        while not stop.is_set():
+            if kube is None:
+                cluster = Cluster.load(workdir)
+                if cluster is not None and cluster.kubeconfig.exists():
+                    with contextlib.suppress(Exception):
+                        kube = await KubeClient.connect(str(cluster.kubeconfig))
+            if kube is not None:
+                with contextlib.suppress(Exception):
+                    pods = (await kube.request("GET", "/api/v1/namespaces/default/pods"))["items"]
+                    seen.append((time.time(), count(pods, "vk-external")))
+            await asyncio.sleep(0.5)
+    finally:
+        if kube is not None:
+            await kube.close()
+
+
+async def ledger_money(clouds: dict[str, str], until: float) -> float:
+    total = 0.0
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        for url in clouds.values():
+            for e in (await client.get(f"{url}/admin/ledger")).json()["entries"]:
+                end = until if e["ended_at"] is None else min(e["ended_at"], until)
+                total += e["price_per_hour"] * max(0.0, end - e["started_at"]) / 3600.0
+    return total
+
+
+@pytest.fixture
+async def simulated_day(tmp_path: Path) -> Any:
+    scenario = load_scenario(SCENARIO)
+    name = f"simtest-{os.getpid()}"
+    seen: list[tuple[float, Counts]] = []
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch_apiserver(name, seen, stop))
+    options = RunOptions(cluster_name=name, keep_running=True, live=False, reports=tmp_path)
+    result: RunResult | None = None
+    try:
+        result = await run(scenario, options)
+        stop.set()
+        await watcher
+        yield scenario, result, seen
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await watcher
+        if result is not None:
+            await result.stack.down()
+        cluster = Cluster.load(run_root() / name)
+        if cluster is not None:
+            await cluster.stop()
+        shutil.rmtree(run_root() / name, ignore_errors=True)
+
+
+async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
+    scenario, result, seen = simulated_day
+    folder: Path = result.folder
+    summary = json.loads((folder / "report.json").read_text())
+    md = (folder / "report.md").read_text()
+
+    # spend: the report's money is the ledgers' money, and something was really spent
+    truth = await ledger_money(result.stack.clouds, summary["billed_until"])
+    assert truth > 0, "the training job should have pushed inference out to a provider"
+    assert summary["total"]["ledger_money"] == pytest.approx(truth, rel=0.01)
+    assert summary["total"]["money"] == pytest.approx(truth * scenario.scale, rel=0.01)
+
+    # replica counts: wherever the apiserver showed a steady state, the report's samples agree
+    samples = result.recording.samples
+    compared = 0
+    for (_, before), (u, counts), (_, after) in zip(seen, seen[1:], seen[2:], strict=False):
+        if not before == counts == after or not samples[0].t <= u <= samples[-1].t:
+            continue
+        near = [x for x in samples if abs(x.t - u) <= 0.5]
+        for x in near:
+            recorded = tuple(sorted((w, s.local, s.external) for w, s in x.workloads.items()))
+            assert recorded == counts, f"at {u:.1f}: report {recorded} != apiserver {counts}"
+            compared += 1
+    assert compared >= 10
+    assert any(external for _, c in seen for (_, _, external) in c), "the apiserver never showed a burst"
+
+    # the chart is a real PNG of a sensible size
+    png = folder / "timeline.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(png) as image:
+        image.verify()
+    with Image.open(png) as image:
+        assert image.width >= 1000 and image.height >= 600
+
+    # invariants: nothing lost, orphaned or deployed twice
+    invariants = summary["invariants"]
+    assert (invariants["lost"], invariants["orphans"], invariants["duplicates"]) == (0, [], [])
+    assert "- pods lost: **0**" in md
+    assert "- orphaned deployments at the end: **0**" in md
+    assert "- duplicate deployments (one pod UID billed twice at once): **0**" in md
+
+    # honest about what ran: without the gate and descheduler nothing comes home, and it says so
+    for component in ("gate", "descheduler"):
+        running = summary["components"][component]
+        assert (f"- {component}: running" in md) == running
+        assert (f"- {component}: **not running**" in md) == (not running)
+    if summary["components"]["gate"]:
+        gate = [
+            row.split(",")[-1] for row in (folder / "events.csv").read_text().splitlines() if ",gate," in row
+        ]
+        opened = next(i for i, g in enumerate(gate) if "bursting allowed" in g)
+        assert any("stay home" in g for g in gate[opened:]), f"the gate never closed after training: {gate}"
+    if summary["components"]["gate"] and summary["components"]["descheduler"]:
+        last = samples[-1]
+        assert all(w.external == 0 for w in last.workloads.values()), "inference should be home again"

@@ -1,0 +1,223 @@
+"""The Kubernetes objects a scenario becomes: inference Deployments (+PDB, HPA), training Jobs,
+their PriorityClasses, and the serve / fakecloud configs of the providers.
+
+Inference prefers the local pool (preferred node affinity) and tolerates the virtual node's
+provider taint but *not* the gate's ``local-capacity`` taint, so the gate decides whether new
+replicas may burst out and the Descheduler brings them home (DESIGN.md §1, §8). Training does
+not tolerate the virtual node at all: it only ever runs locally, at a higher priority, and so
+preempts inference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vkprovider.sim.scenario import ProviderSpec, Scenario, Training, Workload
+
+JSON = dict[str, Any]
+
+WORKLOAD_LABEL = "sim.vkprovider.io/workload"
+TRAINING_LABEL = "sim.vkprovider.io/training"
+POOL_LABEL, POOL_VALUE = "pool", "local-gpu"
+GPU = "nvidia.com/gpu"
+#: kwok stage delays (honoured by dev clusters started with pod delays): a local replica takes
+#: ``fleet.ready_after`` to become Ready, a training pod completes after its run.
+READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
+COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+
+def go_duration(seconds: float) -> str:
+    return f"{max(0.0, seconds):.3f}s"
+
+
+def priority_class_name(value: int) -> str:
+    return f"sim-training-{value}"
+
+
+def priority_class(value: int) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": priority_class_name(value)},
+        "value": value,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "simulated training: preempts inference (priority 0) on local GPUs",
+    }
+
+
+def inference_deployment(s: Scenario, w: Workload) -> JSON:
+    labels = {"app": w.name, WORKLOAD_LABEL: w.name}
+    local = {"key": POOL_LABEL, "operator": "In", "values": [POOL_VALUE]}
+    virtual = {"key": "type", "operator": "In", "values": ["virtual-kubelet"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": s.namespace, "labels": labels},
+        "spec": {
+            "replicas": w.hpa.min_replicas if w.hpa else w.replicas,
+            "selector": {"matchLabels": {"app": w.name}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        "vkprovider.io/gpu-type": s.fleet.gpu_type,
+                        READY_DELAY_ANNOTATION: go_duration(s.real(s.fleet.ready_after)),
+                    },
+                },
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [local]},
+                                    {"matchExpressions": [virtual]},
+                                ]
+                            },
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 100, "preference": {"matchExpressions": [local]}}
+                            ],
+                        }
+                    },
+                    "tolerations": [
+                        {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "server",
+                            "image": "registry.example/llm-server:1.0",
+                            "args": ["--model", w.name, "--port", "8000"],
+                            "ports": [{"containerPort": 8000}],
+                            "resources": {
+                                "requests": {"cpu": "1", GPU: str(w.gpus)},
+                                "limits": {GPU: str(w.gpus)},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def pdb(s: Scenario, w: Workload) -> JSON | None:
+    if w.pdb is None:
+        return None
+    spec: JSON = {"selector": {"matchLabels": {"app": w.name}}}
+    if w.pdb.min_available is not None:
+        spec["minAvailable"] = w.pdb.min_available
+    else:
+        spec["maxUnavailable"] = w.pdb.max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": w.name, "namespace": s.namespace},
+        "spec": spec,
+    }
+
+
+def hpa(s: Scenario, w: Workload) -> JSON | None:
+    if w.hpa is None:
+        return None
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": w.name, "namespace": s.namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": w.name},
+            "minReplicas": w.hpa.min_replicas,
+            "maxReplicas": w.hpa.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": w.hpa.target_cpu_percent},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def training_pod_spec(s: Scenario, t: Training) -> JSON:
+    per_pod = s.gpus_per_pod(t)
+    return {
+        "priorityClassName": priority_class_name(t.priority),
+        "nodeSelector": {POOL_LABEL: POOL_VALUE},
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "registry.example/trainer:1.0",
+                "resources": {"requests": {GPU: str(per_pod)}, "limits": {GPU: str(per_pod)}},
+            }
+        ],
+    }
+
+
+def training_job(s: Scenario, t: Training, *, run_seconds: float) -> JSON:
+    """A Job of ``gpus / gpus_per_pod`` pods that all run at once (a gang, without Kueue). kwok
+    completes each pod ``run_seconds`` after it starts (on clusters with stage delays)."""
+    pods = t.gpus // s.gpus_per_pod(t)
+    labels = {TRAINING_LABEL: t.name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": t.name, "namespace": s.namespace, "labels": labels},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 100,
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {COMPLETE_DELAY_ANNOTATION: go_duration(run_seconds)},
+                },
+                "spec": training_pod_spec(s, t),
+            },
+        },
+    }
+
+
+def training_pods(s: Scenario, t: Training) -> list[JSON]:
+    """The same workers as bare pods, for clusters whose kwok completes Job pods at once."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{t.name}-{i}",
+                "namespace": s.namespace,
+                "labels": {TRAINING_LABEL: t.name},
+            },
+            "spec": training_pod_spec(s, t),
+        }
+        for i in range(t.gpus // s.gpus_per_pod(t))
+    ]
+
+
+def fakecloud_config(s: Scenario, p: ProviderSpec) -> JSON:
+    """The fakecloud YAML for one provider; its times are the scenario's, converted to real seconds."""
+    return {
+        "provider": p.name,
+        "seed": s.runtime.seed,
+        "catalog": [
+            {
+                "id": f"{p.name}-{s.provider_gpu_type(p).lower()}-x{p.gpus}",
+                "gpu_type": s.provider_gpu_type(p),
+                "gpu_count": p.gpus,
+                "region": p.region,
+                "price_per_hour": p.price_per_hour,
+                "capacity": p.capacity,
+            }
+        ],
+        "lifecycle": {
+            "provisioning_seconds": round(s.real(p.startup), 3),
+            "serving_after_seconds": round(s.real(p.ready_after), 3),
+            "log_interval_seconds": 5,
+        },
+        "knobs": {"error_rate": p.failure_rate, "loss_rate": p.loss_rate},
+    }

@@ -1,0 +1,226 @@
+"""Scenario files: one simulated day of the GPU cluster, validated before anything starts.
+
+A scenario names the local fleet (kwok nodes), the external providers (fakecloud instances), the
+inference workloads and a timeline of events at offsets into the day. Times in the file are
+*simulated* (``"6h"``, ``"90m"``, ``"1h30m"``; a bare number is hours); ``clock`` compresses the
+day into ``real_seconds`` of wall time, and :meth:`Scenario.real` converts. Every error names its
+field (``timeline.2.training.duration: must be positive``), including cross-references such as
+an event naming an unknown provider, so a typo never starts half a simulation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from vkprovider.sim.scenario_parts import (
+    KINDS,
+    NAME,
+    CapacityChange,
+    Clock,
+    Event,
+    Fleet,
+    Hpa,
+    Maintenance,
+    Outage,
+    Pdb,
+    ProviderSpec,
+    Scale,
+    ScenarioError,
+    SimSeconds,
+    Strict,
+    Training,
+    Workload,
+    parse_duration,
+)
+
+__all__ = [
+    "KINDS",
+    "NAME",
+    "CapacityChange",
+    "Clock",
+    "Event",
+    "EvictionCaps",
+    "Fleet",
+    "Hpa",
+    "Maintenance",
+    "Outage",
+    "Pdb",
+    "ProviderSpec",
+    "Runtime",
+    "Scale",
+    "Scenario",
+    "ScenarioError",
+    "SimSeconds",
+    "Training",
+    "Workload",
+    "load_scenario",
+    "parse_duration",
+    "parse_scenario",
+    "reference_errors",
+]
+
+
+class EvictionCaps(Strict):
+    """The Descheduler's eviction caps per run (the PDBs bound each workload on top)."""
+
+    per_node: int = Field(default=2, ge=1)
+    per_namespace: int = Field(default=2, ge=1)
+    total: int = Field(default=4, ge=1)
+
+
+class Runtime(Strict):
+    """Wall-clock knobs of the runner itself (not part of the simulated story)."""
+
+    sample_seconds: float = Field(default=1.0, gt=0, le=10)
+    lost_after_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="a workload short of Ready replicas longer than this lost them; "
+        "default: 10 s + 3 x the slowest startup (provider or local), in real seconds",
+    )
+    settle_seconds: float = Field(
+        default=45.0, ge=0, description="after the day: wait this long for deletions before counting orphans"
+    )
+    seed: int = 7
+    gate: dict[str, Any] = Field(default={}, description="overrides for the service's gate: section")
+    descheduler_interval_seconds: float = Field(default=2.0, gt=0)
+    descheduler: EvictionCaps = EvictionCaps()
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=NAME, max_length=40)
+    description: str = ""
+    namespace: str = Field(default="default", pattern=NAME)
+    clock: Clock = Clock()
+    fleet: Fleet
+    providers: list[ProviderSpec] = Field(min_length=1)
+    workloads: list[Workload] = Field(min_length=1)
+    timeline: list[Event] = []
+    runtime: Runtime = Runtime()
+
+    @property
+    def scale(self) -> float:
+        """Simulated seconds per real second."""
+        return self.clock.day / self.clock.real_seconds
+
+    def real(self, sim_seconds: float) -> float:
+        return sim_seconds / self.scale
+
+    def sim(self, real_seconds: float) -> float:
+        return real_seconds * self.scale
+
+    @property
+    def lost_after(self) -> float:
+        """Real seconds a replica may be missing before it counts as lost (startup plus slack for
+        scheduling, the gate's dwell and the provider's API)."""
+        if self.runtime.lost_after_seconds is not None:
+            return self.runtime.lost_after_seconds
+        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
+        return 10.0 + 3.0 * self.real(slowest)
+
+    def provider(self, name: str) -> ProviderSpec:
+        return next(p for p in self.providers if p.name == name)
+
+    def workload(self, name: str) -> Workload:
+        return next(w for w in self.workloads if w.name == name)
+
+    def events(self) -> list[Event]:
+        """The timeline in time order (stable for events at the same offset)."""
+        return sorted(self.timeline, key=lambda e: e.at)
+
+    def trainings(self) -> list[tuple[Event, Training]]:
+        return [(e, e.training) for e in self.events() if e.training is not None]
+
+    def gpus_per_pod(self, training: Training) -> int:
+        return training.gpus_per_pod or min(training.gpus, self.fleet.gpus_per_node)
+
+    def provider_gpu_type(self, provider: ProviderSpec) -> str:
+        return provider.gpu_type or self.fleet.gpu_type
+
+
+def reference_errors(s: Scenario) -> list[str]:
+    """Cross-field checks pydantic cannot express per field; each line names its field."""
+    errors: list[str] = []
+
+    def unique(kind: str, names: list[str]) -> None:
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            errors.append(f"{kind}: duplicate name {name!r}")
+
+    unique("providers", [p.name for p in s.providers])
+    unique("workloads", [w.name for w in s.workloads])
+    unique("timeline.training", [t.name for _, t in s.trainings()])
+    providers = {p.name for p in s.providers}
+    total_gpus = s.fleet.nodes * s.fleet.gpus_per_node
+    largest_instance = max(p.gpus for p in s.providers)
+    for i, w in enumerate(s.workloads):
+        if w.gpus > s.fleet.gpus_per_node and w.gpus > largest_instance:
+            errors.append(f"workloads.{i}.gpus: {w.gpus} fit neither a local node nor any provider instance")
+    for i, event in enumerate(s.timeline):
+        field = f"timeline.{i}"
+        if event.at > s.clock.day:
+            errors.append(f"{field}.at: {event.at / 3600:g}h is after the end of the day")
+        body = event.body
+        if isinstance(body, CapacityChange | Outage) and body.provider not in providers:
+            known = ", ".join(sorted(providers))
+            errors.append(
+                f"{field}.{event.kind}.provider: unknown provider {body.provider!r} (known: {known})"
+            )
+        if isinstance(body, Maintenance) and body.node >= s.fleet.nodes:
+            errors.append(
+                f"{field}.maintenance.node: {body.node} is not a node index (0..{s.fleet.nodes - 1})"
+            )
+        if isinstance(body, Scale):
+            names = [w.name for w in s.workloads]
+            if body.workload not in names:
+                errors.append(f"{field}.scale.workload: unknown workload {body.workload!r}")
+            elif s.workload(body.workload).hpa is not None:
+                errors.append(
+                    f"{field}.scale.workload: {body.workload!r} has an HPA, which owns its replicas"
+                )
+        if isinstance(body, Training):
+            per_pod = s.gpus_per_pod(body)
+            if per_pod > s.fleet.gpus_per_node:
+                errors.append(
+                    f"{field}.training.gpus_per_pod: {per_pod} exceeds fleet.gpus_per_node "
+                    f"({s.fleet.gpus_per_node})"
+                )
+            if body.gpus % per_pod:
+                errors.append(
+                    f"{field}.training.gpus: {body.gpus} is not a multiple of gpus_per_pod ({per_pod})"
+                )
+            if body.gpus > total_gpus:
+                errors.append(f"{field}.training.gpus: {body.gpus} exceeds the fleet's {total_gpus} GPUs")
+    return errors
+
+
+def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
+    """Validate ``data``; raise :class:`ScenarioError` listing every bad field."""
+    lines = [f"invalid scenario {source}:"]
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{lines[0]}\n  (root): expected a mapping, got {type(data).__name__}")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = ".".join(str(part) for part in err["loc"]) or "(root)"
+            message = str(err["msg"]).removeprefix("Value error, ")
+            lines.append(f"  {field}: {message}")
+        raise ScenarioError("\n".join(lines)) from None
+    errors = reference_errors(scenario)
+    if errors:
+        raise ScenarioError("\n".join([*lines, *(f"  {e}" for e in errors)]))
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"scenario file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"scenario {path} is not valid YAML: {exc}") from None
+    return parse_scenario(data, str(path))
