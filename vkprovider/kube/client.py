@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
@@ -38,6 +39,8 @@ class KubeClient:
         self._api = api
         self._limiter = TokenBucket(qps, burst)
         self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
+        #: API requests made by (verb, resource[/subresource]), for the same figures
+        self.calls_by: Counter[tuple[str, str]] = Counter()
 
     @classmethod
     async def connect(cls, kubeconfig: str | None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
@@ -105,6 +108,8 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         await self._limiter.acquire()
         self.calls += 1
+        verb = "WATCH" if query and query.get("watch") == "true" else method
+        self.calls_by[verb, resource_of(path)] += 1
         query_params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         with _transport_errors(method, path):
             resp: aiohttp.ClientResponse = await self._api.call_api(
@@ -138,6 +143,17 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
         # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
         # a watch line cut short when the apiserver goes away mid-response.
         raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+
+
+def resource_of(path: str) -> str:
+    """``pods``, ``pods/status``, ``events``… of an API path (for counting, not routing)."""
+    parts = path.strip("/").split("/")
+    parts = parts[2:] if parts[0] == "api" else parts[3:]  # api/v1/… or apis/<group>/<version>/…
+    if len(parts) > 2 and parts[0] == "namespaces":
+        parts = parts[2:]
+    if not parts:
+        return ""
+    return f"{parts[0]}/{parts[2]}" if len(parts) > 2 else parts[0]
 
 
 def _query_value(value: Any) -> str:
