@@ -90,6 +90,7 @@ async def serve(args: argparse.Namespace) -> None:
         host_ip="127.0.0.1",
         workers=args.workers,
         queue_rate=args.queue_rate,
+        status_before_delete=not args.lean_deletion,
     )
     controllers.append(controller)
     tasks = [asyncio.create_task(t) for t in (agent.run(), controller.run(), placer.run())]
@@ -140,6 +141,7 @@ def main() -> None:
     parser.add_argument("--provider-rate", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--queue-rate", type=float, default=100.0)
+    parser.add_argument("--lean-deletion", action="store_true", help="status_before_delete=False")
     parser.add_argument("--profile", default="", help="write cProfile stats of the measured part here")
     asyncio.run(serve(parser.parse_args()))
 

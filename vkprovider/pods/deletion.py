@@ -112,7 +112,8 @@ class Deletion:
         meta = pod["metadata"]
         if record.removed:
             # Our delete was sent; an object still here is held by finalizers: show its outcome.
-            await self._write_outcome(pod, record)
+            if meta.get("finalizers"):
+                await self._write_outcome(pod, record)
             return None
         uid = meta["uid"]
         grace = meta.get("deletionGracePeriodSeconds")
