@@ -164,16 +164,34 @@ class DeploymentTracker:
                     group.create_task(supervise(f"watch-{name}", partial(self._follow, name, provider)))
 
     async def _poll_loop(self, name: str) -> None:
+        """List on the poll interval; while the provider's watch is open, list only every
+        ``watch_resync`` and just probe its API in between: a watch stream can stay open while
+        the API fails, and an outage must still show (ProviderReachable) within the interval."""
         wake = self._wake.setdefault(name, asyncio.Event())
+        listed = self.clock()
         while True:
-            interval = self._resync if name in self._streaming else self._interval
+            woken = False
             try:
-                async with asyncio.timeout(interval):
+                async with asyncio.timeout(self._interval):
                     await wake.wait()
+                    woken = True
             except TimeoutError:
                 pass
             wake.clear()
-            await self._poll(name)
+            due = self.clock() - listed >= self._resync
+            if woken or due or name not in self._streaming or name in self._unreachable:
+                await self._poll(name)
+                listed = self.clock()
+            else:
+                await self._probe(name)
+
+    async def _probe(self, name: str) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._providers[name].probe()
+        except Exception as exc:  # ProviderError, a timeout, or an adapter bug: that provider's alone
+            self._mark_unreachable(name)
+            log.warning("probing %s failed: %s", name, exc, extra={"provider": name})
 
     async def _follow(self, name: str, provider: SupportsWatch) -> None:
         """Apply pushed statuses; a broken stream is re-opened with backoff (the poll covers the gap)."""

@@ -135,3 +135,45 @@ async def test_an_adapter_bug_in_list_does_not_fail_the_initial_sync() -> None:
     await tracker.poll_once()  # must not raise: the controller's term waits on it
     assert tracker.get("u") is not None
     assert tracker.unreachable_since("buggy") is not None
+
+
+class ProbedPushingProvider(PushingProvider):
+    """A watching provider whose API can fail while its stream stays open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes = 0
+
+    async def probe(self) -> None:
+        self.probes += 1
+        await super().probe()  # fails while ``fail``: a 503, though the watch stream stays open
+
+
+async def test_an_api_outage_behind_an_open_watch_is_seen_by_the_probe_in_between() -> None:
+    provider = ProbedPushingProvider()
+    tracker = DeploymentTracker(
+        {"p": provider},  # type: ignore[dict-item]
+        "vk",
+        interval=0.02,
+        watch_resync=3600,
+        on_change=lambda uid: None,
+    )
+    async with running_tracker(tracker):
+
+        async def probed() -> bool:
+            return provider.probes >= 3
+
+        await eventually(probed, timeout=10)
+        assert provider.calls <= 1  # still only the one list before the stream was open
+        provider.fail = True
+
+        async def unreachable() -> bool:
+            return tracker.unreachable_since("p") is not None
+
+        await eventually(unreachable, timeout=10)
+        provider.fail = False
+
+        async def back() -> bool:
+            return tracker.unreachable_since("p") is None  # a list clears it once the API answers
+
+        await eventually(back, timeout=10)
