@@ -1,31 +1,47 @@
-"""Pod throughput: N pods bound to the virtual node -> Running, and API calls per pod lifecycle.
+"""Pod throughput: N pods bound to the virtual node -> Running+Ready -> gracefully deleted.
 
-Real control plane, real fakecloud at zero latency (provisioning and serving immediate), the real
-node agent and pod controller in this process. Prints figures; asserts nothing.
+Real control plane. The service (node agent, placer, pod controller; ``pods_service.py``) runs
+in a process of its own, so the CPU time and RSS it reports are its own; its provider is the
+reference memory adapter in ``run_at_once`` mode (the service alone) or fakecloud at zero latency.
+In the same run, on the same apiserver, a raw client doing only create + one status write per
+pod measures the ceiling the service is compared with. Per-pod latencies are taken on this
+process's clock from a watch (create sent -> Ready=True; delete sent -> gone). The apiserver's
+own ``apiserver_request_total`` is printed before/after. Prints figures; asserts nothing.
 
-    .venv/bin/python bench/bench_pods.py --pods 200                      # service defaults
-    .venv/bin/python bench/bench_pods.py --pods 200 --provider-rate 1000 --kube-qps 1000
+    .venv/bin/python bench/bench_pods.py --pods 1000                     # raised limits (default)
+    .venv/bin/python bench/bench_pods.py --pods 200 --kube-qps 50 --provider-rate 10 --queue-rate 100
+    .venv/bin/python bench/bench_pods.py --pods 1000 --profile /tmp/pods.prof   # cProfile the service
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import re
+import statistics
+import sys
 import time
+import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from vkprovider.devcluster import Cluster
-from vkprovider.kube.client import KubeClient
-from vkprovider.placement import PlacementConfig
-from vkprovider.placement.config import RateLimitConfig
-from vkprovider.sim.local import cloud_config, start_virtual_node
+from vkprovider.kube.client import MERGE_PATCH, KubeClient
+
+NAMESPACE = "bench"
+CONCURRENCY = 32  #: creates (and raw writes) in flight at once
+_METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def pod(name: str, node: str) -> dict[str, Any]:
+def pod(name: str, node: str, label: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"bench": "pods"}},
+        "metadata": {"name": name, "labels": {"bench": label}},
         "spec": {
             "nodeName": node,
             "terminationGracePeriodSeconds": 30,
@@ -41,100 +57,401 @@ def pod(name: str, node: str) -> dict[str, Any]:
     }
 
 
-async def phases(admin: KubeClient, namespace: str) -> list[str]:
-    body = await admin.request("GET", f"/api/v1/namespaces/{namespace}/pods")
-    return [p["status"].get("phase", "") for p in body["items"]]
+def running_status(created: dict[str, Any]) -> dict[str, Any]:
+    """What a kubelet writes once: Running, ready, the four conditions, one container running."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [
+        {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+        for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    return {
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "podIP": "10.128.0.1",
+        "startTime": now,
+        "conditions": conditions,
+        "containerStatuses": [
+            {
+                "name": "server",
+                "image": "registry.example/llm:1",
+                "imageID": "",
+                "containerID": "raw://server",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+        ],
+    }
 
 
-async def run(pods: int, workers: int, provider_rate: float, kube_qps: float) -> None:
-    cluster = await Cluster.start("bench-pods", gpu_nodes=0)
-    admin = await KubeClient.connect(str(cluster.kubeconfig), qps=1000, burst=1000)
-    cloud = cloud_config("zero", 1.0, capacity=pods * 2, provisioning_seconds=0, serving_after_seconds=0)
-    node = await start_virtual_node(
-        cluster,
-        {"zero": cloud},
-        placement=PlacementConfig(
-            offer_refresh_seconds=5.0,
-            rate_limit=RateLimitConfig(per_second=provider_rate, burst=max(1, int(provider_rate))),
-        ),
-        kube_qps=kube_qps,
-        workers=workers,
-        status_poll_seconds=0.5,
+# ---------------------------------------------------------------------- apiserver metrics
+
+
+async def request_counts(cluster: Cluster) -> Counter[tuple[str, str, str]]:
+    """``apiserver_request_total`` summed by (verb, resource[/subresource], code)."""
+    async with cluster.http() as http:
+        text = (await http.get("/metrics")).text
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for line in text.splitlines():
+        match = _METRIC.match(line)
+        if match is None:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        resource = labels.get("resource", "") + (
+            f"/{labels['subresource']}" if labels.get("subresource") else ""
+        )
+        counts[labels.get("verb", ""), resource, labels.get("code", "")] += int(float(match["value"]))
+    return counts
+
+
+def print_counts(title: str, counts: Counter[tuple[str, str, str]], pods: int) -> None:
+    print(f"{title}")
+    rows = [(k, v) for k, v in sorted(counts.items()) if v > 0 and k[1].split("/")[0] in ("pods", "events")]
+    for (verb, resource, code), value in rows:
+        print(f"  {verb:<7} {resource:<14} {code}  {value:>7}  ({value / pods:.2f}/pod)")
+    conflicts = sum(v for (_, _, code), v in counts.items() if code == "409")
+    print(f"  409 Conflict, any resource: {conflicts}")
+
+
+# ---------------------------------------------------------------------- the service process
+
+
+class Service:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, cluster: Cluster, node: str, args: argparse.Namespace) -> Service:
+        command = [
+            sys.executable,
+            str(Path(__file__).with_name("pods_service.py")),
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--node={node}",
+            f"--provider={args.provider}",
+            f"--kube-qps={args.kube_qps}",
+            f"--provider-rate={args.provider_rate}",
+            f"--workers={args.workers}",
+            f"--queue-rate={args.queue_rate}",
+        ]
+        if args.profile:
+            command.append(f"--profile={args.profile}")
+        if args.lean_deletion:
+            command.append("--lean-deletion")
+        proc = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        service = cls(proc)
+        await service._reply()
+        return service
+
+    async def _reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(120):
+            line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the service process exited ({await self.proc.wait()})")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    async def send(self, command: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command.encode() + b"\n")
+        await self.proc.stdin.drain()
+        return await self._reply()
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(Exception):
+                await self.send("quit")
+                await self._reply()
+            if self.proc.returncode is None:
+                self.proc.terminate()
+        await self.proc.wait()
+
+
+# ---------------------------------------------------------------------- watching pods
+
+
+class Watch:
+    """Client-clock times at which each pod first showed Ready=True, and was gone."""
+
+    def __init__(self, admin: KubeClient, label: str) -> None:
+        self.ready: dict[str, float] = {}
+        self.gone: dict[str, float] = {}
+        self.failed: set[str] = set()
+        self._admin, self._label = admin, label
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        body = await self._admin.request(
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": f"bench={self._label}"}
+        )
+        self._task = asyncio.create_task(self._run(body["metadata"]["resourceVersion"]))
+
+    async def _run(self, version: str) -> None:
+        while True:  # the stream ends on its timeout: resume from the last version seen
+            query = {
+                "labelSelector": f"bench={self._label}",
+                "resourceVersion": version,
+                "timeoutSeconds": 240,
+            }
+            async for event in self._admin.stream(f"/api/v1/namespaces/{NAMESPACE}/pods", query=query):
+                version = event["object"]["metadata"].get("resourceVersion") or version
+                self._see(event)
+
+    def _see(self, event: dict[str, Any]) -> None:
+        obj, now = event["object"], time.perf_counter()
+        name = obj["metadata"]["name"]
+        if event["type"] == "DELETED":
+            self.gone.setdefault(name, now)
+            return
+        status = obj.get("status") or {}
+        if status.get("phase") == "Failed":
+            self.failed.add(name)
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        if ready:
+            self.ready.setdefault(name, now)
+
+    async def until(self, done: Any, timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while not done():
+                await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+# ---------------------------------------------------------------------- phases
+
+
+async def create_all(admin: KubeClient, names: list[str], node: str, label: str) -> dict[str, float]:
+    sent: dict[str, float] = {}
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def create(name: str) -> None:
+        async with limit:
+            sent[name] = time.perf_counter()
+            await admin.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(name, node, label))
+
+    await asyncio.gather(*(create(name) for name in names))
+    return sent
+
+
+async def delete_all(admin: KubeClient, names: list[str]) -> dict[str, float]:
+    """A graceful delete per pod (its default 30s grace), as a Deployment scale-down sends them."""
+    sent: dict[str, float] = {}
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def delete(name: str) -> None:
+        async with limit:
+            sent[name] = time.perf_counter()
+            await admin.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+
+    await asyncio.gather(*(delete(name) for name in names))
+    return sent
+
+
+async def raw_ceiling(admin: KubeClient, pods: int) -> float:
+    """Pods/s of a raw client doing create + one status write per pod (the apiserver's ceiling)."""
+    node = f"raw-{uuid.uuid4().hex[:6]}"
+    await admin.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(i: int) -> None:
+        async with limit:
+            created = await admin.request(
+                "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(f"raw-{i:05d}", node, "raw")
+            )
+            meta = created["metadata"]
+            await admin.request(
+                "PATCH",
+                f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}/status",
+                body={
+                    "metadata": {"resourceVersion": meta["resourceVersion"]},
+                    "status": running_status(created),
+                },
+                content_type=MERGE_PATCH,
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(pods)))
+    rate = pods / (time.perf_counter() - started)
+    await admin.request(
+        "DELETE",
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        query={"labelSelector": "bench=raw"},
+        body={"gracePeriodSeconds": 0},
+        timeout=600,
     )
-    assert node.kube is not None
-    namespace = "bench"
+    await admin.request("DELETE", f"/api/v1/nodes/{node}")
+    return rate
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def per_pod_calls(before: dict[str, int], after: dict[str, int], pods: int) -> str:
+    diff = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    shown = [
+        f"{k} {v / pods:.2f}"
+        for k, v in sorted(diff.items())
+        if v and not k.startswith(("WATCH", "GET leases", "PUT leases"))
+    ]
+    return ", ".join(shown) or "none"
+
+
+async def run(args: argparse.Namespace) -> None:
+    pods = args.pods
+    cluster = await Cluster.start("bench-pods", gpu_nodes=0)
+    admin = await KubeClient.connect(str(cluster.kubeconfig), qps=100_000, burst=100_000)
+    service: Service | None = None
+    watch: Watch | None = None
     try:
-        await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
-        for _ in range(100):
-            try:
-                await admin.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        idle_start, idle_calls = time.perf_counter(), node.kube.calls
-        await asyncio.sleep(3.0)
-        background_rate = (node.kube.calls - idle_calls) / (time.perf_counter() - idle_start)
+        await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
+        raw = await raw_ceiling(admin, pods)
+        node = f"vk-bench-{uuid.uuid4().hex[:6]}"
+        service = await Service.start(cluster, node, args)
+        await asyncio.sleep(2.0)  # let the node agent's first writes settle
+        idle0, idle_t0 = await service.send("stats"), time.perf_counter()
+        await asyncio.sleep(args.idle_seconds)
+        idle1, idle_t1 = await service.send("stats"), time.perf_counter()
+        idle_cores = (idle1["cpu_s"] - idle0["cpu_s"]) / (idle_t1 - idle_t0)
 
-        limit = asyncio.Semaphore(32)
+        watch = Watch(admin, "pods")
+        await watch.start()
+        names = [f"p-{i:05d}" for i in range(pods)]
+        if args.profile:
+            await service.send("profile")
+        metrics0 = await request_counts(cluster)
+        s0 = await service.send("stats")
+        started = time.perf_counter()
+        sent = await create_all(admin, names, node, "pods")
+        await watch.until(lambda: len(watch.ready) + len(watch.failed) >= pods, args.timeout)
+        up_s = max(watch.ready.values(), default=started) - started
+        # A pod's cost up includes what it left queued (background Events): count once settled.
+        await asyncio.sleep(args.idle_seconds)
+        s1 = await service.send("stats")
+        metrics1 = await request_counts(cluster)
+        s1b, t1b = await service.send("stats"), time.perf_counter()
+        await asyncio.sleep(args.idle_seconds)  # every pod Running: what does the service cost now?
+        s1c, t1c = await service.send("stats"), time.perf_counter()
+        running_cores = (s1c["cpu_s"] - s1b["cpu_s"]) / (t1c - t1b)
 
-        async def create(i: int) -> None:
-            async with limit:
-                await admin.request(
-                    "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(f"p-{i:04d}", node.name)
-                )
+        s2 = await service.send("stats")
+        metrics2 = await request_counts(cluster)
+        deleting = time.perf_counter()
+        delete_sent = await delete_all(admin, names)
+        await watch.until(lambda: len(watch.gone) >= pods, args.timeout)
+        down_s = max(watch.gone.values()) - deleting
+        await asyncio.sleep(args.idle_seconds)  # settled: the Events still queued are written
+        s3 = await service.send("stats")
+        metrics3 = await request_counts(cluster)
+        raw_after = await raw_ceiling(admin, pods)  # the machine is shared: take both ends
+        raw = (raw + raw_after) / 2
 
-        calls0, started = node.kube.calls, time.perf_counter()
-        await asyncio.gather(*(create(i) for i in range(pods)))
-        created = time.perf_counter()
-        async with asyncio.timeout(600):
-            while sum(p in ("Running", "Failed") for p in await phases(admin, namespace)) < pods:
-                await asyncio.sleep(0.2)
-        running = time.perf_counter()
-        failed = (await phases(admin, namespace)).count("Failed")
-        up_calls = node.kube.calls - calls0 - background_rate * (running - started)
-
-        calls1 = node.kube.calls
-        await admin.request(
-            "DELETE", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": "bench=pods"}
-        )
-        while await phases(admin, namespace):
-            await asyncio.sleep(0.2)
-        gone = time.perf_counter()
-        down_calls = node.kube.calls - calls1 - background_rate * (gone - running)
-
+        up_ms = [1000 * (watch.ready[n] - sent[n]) for n in names if n in watch.ready]
+        down_ms = [1000 * (watch.gone[n] - delete_sent[n]) for n in names if n in watch.gone]
+        up_rate, down_rate = pods / up_s, pods / down_s
+        up_calls = sum(s1["calls"].values()) - sum(s0["calls"].values())
+        down_calls = sum(s3["calls"].values()) - sum(s2["calls"].values())
         print(
-            f"pods: {pods}, workers: {workers}, provider rate limit: {provider_rate}/s, "
-            f"kube client QPS: {kube_qps} (burst {int(2 * kube_qps)}), "
-            f"fakecloud latency: 0, failed: {failed}"
+            f"pods {pods}, provider {args.provider}, workers {args.workers}, kube QPS {args.kube_qps:g} "
+            f"(burst {int(2 * args.kube_qps)}), provider rate {args.provider_rate:g}/s, "
+            f"queue rate {args.queue_rate:g}/s, status before delete {not args.lean_deletion}, "
+            f"failed {len(watch.failed)}"
         )
-        print(f"create calls issued in {created - started:.2f}s")
-        print(f"bound -> Running: {running - started:.2f}s total, {pods / (running - started):.1f} pods/s")
-        print(f"graceful delete -> gone: {gone - running:.2f}s, {pods / (gone - running):.1f} pods/s")
-        print(
-            f"API calls by the service per pod: {up_calls / pods:.2f} to Running, {down_calls / pods:.2f} to deletion,"
+        print_counts(
+            "apiserver requests, pods and events, bound -> Running+Ready (bench's creates included):",
+            metrics1 - metrics0,
+            pods,
         )
-        print(
-            f"  {(up_calls + down_calls) / pods:.2f} per lifecycle (background node agent: {background_rate:.2f} calls/s)"
+        print_counts(
+            "apiserver requests, pods and events, graceful deletion (bench's deletes included):",
+            metrics3 - metrics2,
+            pods,
         )
+        rows = [
+            ("pods", f"{pods}"),
+            ("pods/s up (bound -> Running+Ready)", f"{up_rate:.1f}"),
+            ("pods/s down (delete -> gone)", f"{down_rate:.1f}"),
+            (
+                "per pod up p50 / p99 (ms, client clock)",
+                f"{percentile(up_ms, 0.5):.0f} / {percentile(up_ms, 0.99):.0f}",
+            ),
+            (
+                "per pod down p50 / p99 (ms)",
+                f"{percentile(down_ms, 0.5):.0f} / {percentile(down_ms, 0.99):.0f}",
+            ),
+            (
+                "API requests per pod up",
+                f"{up_calls / pods:.2f}: {per_pod_calls(s0['calls'], s1['calls'], pods)}",
+            ),
+            (
+                "API requests per pod down",
+                f"{down_calls / pods:.2f}: {per_pod_calls(s2['calls'], s3['calls'], pods)}",
+            ),
+            (
+                "service CPU ms per pod up / down",
+                f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
+            ),
+            ("service CPU idle, 0 pods / all Running (cores)", f"{idle_cores:.3f} / {running_cores:.3f}"),
+            ("service peak RSS (MiB)", f"{s3['peak_rss_kb'] / 1024:.0f}"),
+            ("raw-client ceiling (create + 1 status write, pods/s)", f"{raw:.1f} (mean of before and after)"),
+            ("ratio up / ceiling", f"{up_rate / raw:.0%}"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        print("-" * (width + 40))
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+        print("-" * (width + 40))
+        if watch.failed:
+            print(f"failed pods: {sorted(watch.failed)[:5]}")
+        if up_ms:
+            print(f"(mean up latency {statistics.fmean(up_ms):.0f} ms)")
     finally:
-        await node.stop()
+        if watch is not None:
+            await watch.stop()
+        if service is not None:
+            await service.stop()
         await admin.close()
         await cluster.stop(remove=True)
+    if args.profile:
+        print(f"service profile written to {args.profile} (python -m pstats {args.profile})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--provider", choices=("memory", "fakecloud"), default="memory")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument(
-        "--provider-rate",
-        type=float,
-        default=10.0,
-        help="client-side deploys/s per provider (config default 10)",
+        "--kube-qps", type=float, default=1000.0, help="service API client QPS (config default 50)"
     )
-    parser.add_argument("--kube-qps", type=float, default=50.0, help="API client QPS (config default 50)")
-    args = parser.parse_args()
-    asyncio.run(run(args.pods, args.workers, args.provider_rate, args.kube_qps))
+    parser.add_argument(
+        "--provider-rate", type=float, default=1000.0, help="client-side deploys/s (config default 10)"
+    )
+    parser.add_argument(
+        "--queue-rate", type=float, default=100.0, help="pod queue's global rate (controller default 100)"
+    )
+    parser.add_argument("--idle-seconds", type=float, default=5.0, help="how long idle CPU is measured")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--lean-deletion",
+        action="store_true",
+        help="terminated states written before the delete only when finalizers keep the pod",
+    )
+    parser.add_argument("--profile", default="", help="cProfile the service's measured part into this file")
+    asyncio.run(run(parser.parse_args()))
 
 
 if __name__ == "__main__":

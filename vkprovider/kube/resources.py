@@ -22,12 +22,28 @@ async def get_pod(kube: KubeClient, namespace: str, name: str) -> JSON | None:
 
 
 async def patch_pod_status(
-    kube: KubeClient, namespace: str, name: str, status: JSON, resource_version: str
-) -> JSON:
-    """Merge-patch ``status`` guarded by ``resourceVersion`` (a stale write gets 409, not a clobber)."""
-    patch = {"metadata": {"resourceVersion": resource_version}, "status": status}
-    result: JSON = await kube.request(
-        "PATCH", pod_path(namespace, name) + "/status", body=patch, content_type=MERGE_PATCH
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    status: JSON,
+    resource_version: str,
+    *,
+    annotations: dict[str, str] | None = None,
+) -> JSON | None:
+    """Merge-patch ``status`` guarded by ``resourceVersion`` (a stale write gets 409, not a clobber).
+
+    ``annotations`` go in the same patch (pods/status keeps metadata changes); only then is the
+    answer decoded and returned, so the caller can check they were kept. Otherwise None: a
+    pod's JSON is parsed for nothing on the busiest write path."""
+    metadata: JSON = {"resourceVersion": resource_version}
+    if annotations:
+        metadata["annotations"] = annotations
+    result: JSON | None = await kube.request(
+        "PATCH",
+        pod_path(namespace, name) + "/status",
+        body={"metadata": metadata, "status": status},
+        content_type=MERGE_PATCH,
+        decode=bool(annotations),
     )
     return result
 
@@ -54,7 +70,7 @@ async def delete_pod_now(kube: KubeClient, namespace: str, name: str, uid: str) 
         "preconditions": {"uid": uid},
     }
     with contextlib.suppress(KubeNotFound):
-        await kube.request("DELETE", pod_path(namespace, name), body=body)
+        await kube.request("DELETE", pod_path(namespace, name), body=body, decode=False)
 
 
 async def get_config_map(kube: KubeClient, namespace: str, name: str) -> JSON | None:
@@ -132,10 +148,14 @@ async def replace_lease(kube: KubeClient, lease: JSON) -> JSON:
 
 
 async def create_event(kube: KubeClient, namespace: str, event: dict[str, Any]) -> None:
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event)
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event, decode=False)
 
 
 async def patch_event(kube: KubeClient, namespace: str, name: str, patch: dict[str, Any]) -> None:
     await kube.request(
-        "PATCH", f"/api/v1/namespaces/{namespace}/events/{name}", body=patch, content_type=MERGE_PATCH
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/events/{name}",
+        body=patch,
+        content_type=MERGE_PATCH,
+        decode=False,
     )

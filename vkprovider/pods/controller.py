@@ -61,6 +61,7 @@ class PodController:
         backoff_base_seconds: float = 0.5,
         backoff_max_seconds: float = 60.0,
         queue_rate: float = 100.0,
+        status_before_delete: bool = True,
     ) -> None:
         self.kube = kube
         self.node_name = node_name
@@ -77,8 +78,10 @@ class PodController:
             backoff_base_seconds=backoff_base_seconds,
             backoff_max_seconds=backoff_max_seconds,
             queue_rate=queue_rate,
+            status_before_delete=status_before_delete,
         )
-        self.events = EventRecorder(kube, component="vkprovider", host=node_name)
+        # Queued and written by background senders: a reconcile never waits for an Event.
+        self.events = EventRecorder(kube, component="vkprovider", host=node_name, background=True)
         self.terms = 0  #: runs started (leadership terms and supervised restarts)
         self.term = self._new_term()  # idle until run(); replaced by every run()
         self.running = False  #: a term is running (this replica acts)
@@ -154,6 +157,7 @@ class PodController:
                     group.create_task(self._worker(term), name=f"pod-worker-{index}")
         finally:
             unsubscribe()
+            self.events.stop()
             self.synced.clear()
             self.running = False
             term.synced = False
@@ -162,8 +166,11 @@ class PodController:
     async def drain(self, timeout: float) -> None:
         """Stop taking new keys; let in-flight syncs finish for up to ``timeout`` seconds."""
         self.term.queue.shutdown()
+        started = asyncio.get_running_loop().time()
         if self._in_flight:
             await asyncio.wait(self._in_flight, timeout=timeout)
+        left = timeout - (asyncio.get_running_loop().time() - started)
+        await self.events.close(timeout=max(0.5, left))  # the Events those syncs recorded
 
     async def _worker(self, term: Term) -> None:
         while True:

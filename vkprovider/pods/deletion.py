@@ -3,8 +3,16 @@
 Graceful deletion follows the kubelet: on ``deletionTimestamp`` the provider is asked to stop
 the deployment with the pod's grace period (``deletionGracePeriodSeconds``); the worker does not
 wait but requeues until the provider reports the deployment ended (terminal or gone) or the
-grace period is over; the terminated container states are written; then the object is deleted
-with grace 0 and a UID precondition. A pod with nothing running is deleted at once.
+grace period is over; then the object is deleted with grace 0 and a UID precondition. A pod
+with nothing running is deleted at once.
+
+The terminated container states are written before that delete, like the kubelet does, so a
+watcher sees how the pod ended before it goes (three requests with the ``ProviderDeleteSuccess``
+Event). ``status_before_delete=False`` writes them only when the object will outlive the delete
+(finalizers: a Job's tracking finalizer, say, whose controller reads the outcome), otherwise the
+delete removes the object at once and the pod's last state in the API is Running with a
+deletionTimestamp: two requests. A finalizer added meanwhile is caught, as the object is then
+still there on the next sync and its terminal status is written then.
 
 A pod whose object is gone (deleted, force-deleted, or replaced by a same-named pod) has its
 deployment deleted before its record is retired; a failing delete raises, so the key is
@@ -102,6 +110,11 @@ class Deletion:
 
     async def deleting(self, pod: JSON, record: PodRecord) -> Requeue | None:
         meta = pod["metadata"]
+        if record.removed:
+            # Our delete was sent; an object still here is held by finalizers: show its outcome.
+            if meta.get("finalizers"):
+                await self._write_outcome(pod, record)
+            return None
         uid = meta["uid"]
         grace = meta.get("deletionGracePeriodSeconds")
         grace_seconds = float(grace) if grace is not None else None
@@ -155,18 +168,28 @@ class Deletion:
     async def _remove(
         self, pod: JSON, record: PodRecord, status: DeploymentStatus | None, provider: str, *, ended: bool
     ) -> None:
-        """Write the terminated container states, then delete the object (grace 0, UID precondition)."""
+        """Delete the object (grace 0, UID precondition), after writing the terminated container
+        states if it will outlive the delete (finalizers)."""
         meta = pod["metadata"]
-        current = (pod.get("status") or {}).get("phase")
-        if current not in ("Succeeded", "Failed") and (status is not None or current == "Running"):
-            failed = not ended or (status is not None and status.phase is Phase.FAILED)
-            await self._writer.write(
-                pod,
-                status,
-                provider,
-                phase="Failed" if failed else "Succeeded",
-                restarts=record.restarts,
-            )
+        record.last_status, record.stopped_on, record.ended = status, provider, ended
+        if self._deps.settings.status_before_delete or meta.get("finalizers"):
+            await self._write_outcome(pod, record)
         await resources.delete_pod_now(self._deps.kube, meta["namespace"], meta["name"], meta["uid"])
+        record.removed = True
         if record.deployment_deleted:
             self._deps.placer.release(meta["uid"])
+
+    async def _write_outcome(self, pod: JSON, record: PodRecord) -> None:
+        """The terminated container states (Succeeded, or Failed if it did not end or failed)."""
+        current = (pod.get("status") or {}).get("phase")
+        status = record.last_status
+        if current in ("Succeeded", "Failed") or (status is None and current != "Running"):
+            return
+        failed = not record.ended or (status is not None and status.phase is Phase.FAILED)
+        await self._writer.write(
+            pod,
+            status,
+            record.stopped_on,
+            phase="Failed" if failed else "Succeeded",
+            restarts=record.restarts,
+        )

@@ -5,16 +5,38 @@
 * Adding a key that is already queued is a no-op (events coalesce).
 * ``add_rate_limited`` re-adds after a per-key exponential backoff (reset only by ``forget``: a
   plain ``add`` while the key waits out its backoff queues it now but keeps its failure count),
-  and a global token bucket caps how fast keys leave the queue overall.
-* ``get`` takes its rate token *before* it takes a key, so a worker cancelled while waiting for
-  either leaves no key marked processing (it would never be handed out again).
+  and a global bucket caps how fast *retries* come back overall (client-go's default
+  controller rate limiter: the slower of the two). Work that events bring (a new pod, a
+  deletion) is not throttled here: the API client's QPS limit and the providers' limits are
+  what bound it, so a burst of new pods is not held to the retry rate.
+* ``get`` is cancel-safe: a worker cancelled while waiting leaves no key marked processing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
-from vkprovider.ratelimit import TokenBucket
+
+class RetryBudget:
+    """A token bucket that hands out reservations (golang.org/x/time/rate's ``Reserve``): each
+    retry takes the next free slot and learns how long to wait for it, nothing sleeps here."""
+
+    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("rate must be > 0 and burst >= 1")
+        self.rate, self.burst = rate, float(burst)
+        self._clock = clock
+        self._tokens = float(burst)
+        self._stamp = clock()
+
+    def reserve(self) -> float:
+        """Take one token; the seconds until it is really available (0: now)."""
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + max(0.0, now - self._stamp) * self.rate) - 1.0
+        self._stamp = now
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
 
 class ShutDown(Exception):
@@ -27,7 +49,7 @@ class WorkQueue:
         *,
         base_delay: float = 0.5,
         max_delay: float = 60.0,
-        rate: TokenBucket | None = None,
+        retries: RetryBudget | None = None,
     ) -> None:
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._queued: set[str] = set()
@@ -37,7 +59,7 @@ class WorkQueue:
         self._delayed: dict[str, asyncio.TimerHandle] = {}
         self._base = base_delay
         self._max = max_delay
-        self._rate = rate
+        self._retries = retries
         self._shutdown = False
 
     def __len__(self) -> int:
@@ -87,6 +109,8 @@ class WorkQueue:
     def add_rate_limited(self, key: str, at_least: float = 0.0) -> float:
         """Re-add with exponential backoff (at least ``at_least`` seconds); returns the delay."""
         delay = max(self.backoff(key), at_least)
+        if self._retries is not None:
+            delay = max(delay, self._retries.reserve())
         self._failures[key] = self._failures.get(key, 0) + 1
         self.add_after(key, delay)
         return delay
@@ -101,8 +125,6 @@ class WorkQueue:
     async def get(self) -> str:
         if self._shutdown:
             raise ShutDown
-        if self._rate is not None:
-            await self._rate.acquire()
         key = await self._queue.get()  # cancel-safe: nothing is taken unless it returns
         if key is None or self._shutdown:
             self._queue.put_nowait(None)  # wake the next worker too

@@ -28,6 +28,11 @@ class PodRecord:
     unreachable_reported: bool = False  #: the ProviderReachable=False condition and Event are out
     stopping: list[str] = field(default_factory=list)  #: providers asked to stop it (deletion)
     last_status: DeploymentStatus | None = None  #: last status seen before the deletion began
+    #: our annotations decided at deploy time, not yet on the pod: the next status write carries them
+    annotations: dict[str, str] | None = None
+    removed: bool = False  #: the API object's final delete was sent (it only has to vanish now)
+    stopped_on: str = "none"  #: the provider the deletion stopped it on
+    ended: bool = True  #: the provider confirmed the deployment ended (else: grace ran out)
 
 
 class PodStates:

@@ -178,8 +178,8 @@ class PodSync:
             for reason, message in exc.warnings:
                 await self.events.pod(pod, "Warning", reason, message)
             await self.events.pod(pod, "Warning", exc.reason, exc.message)
-            pod = await self.writer.annotate(pod, {ANNOTATION_KEY: annotation_value(exc.decision)})
-            await self.writer.pending(pod, exc.reason, exc.message)
+            decision = {ANNOTATION_KEY: annotation_value(exc.decision)}
+            await self.writer.pending(pod, exc.reason, exc.message, annotations=decision)
             return Requeue(backoff=True)
         except Unschedulable as exc:
             await self.events.pod(pod, "Warning", exc.reason, exc.message)
@@ -199,15 +199,13 @@ class PodSync:
             f"({placement.offer.gpu_type}, {placement.offer.region or 'any region'}, "
             f"{placement.offer.price_per_hour:.2f}/h): {event_message(placement.decision)}",
         )
-        pod = await self.writer.annotate(
-            pod,
-            {
-                ANNOTATION_PROVIDER: placement.provider,
-                ANNOTATION_OFFER: placement.offer.offer_id,
-                ANNOTATION_IMAGES: images_of(pod),
-                ANNOTATION_KEY: annotation_value(placement.decision),
-            },
-        )
+        # Written with the first status (one request), or on their own if no status write follows.
+        record.annotations = {
+            ANNOTATION_PROVIDER: placement.provider,
+            ANNOTATION_OFFER: placement.offer.offer_id,
+            ANNOTATION_IMAGES: images_of(pod),
+            ANNOTATION_KEY: annotation_value(placement.decision),
+        }
         tracked = self.tracker.get(uid)
         assert tracked is not None
         return await self._reflect(pod, record, tracked)
@@ -218,6 +216,18 @@ class PodSync:
         """Write the provider's truth onto the pod; decide on lost/failed/restart."""
         status = tracked.status
         since = self.tracker.unreachable_since(tracked.provider)
+        plain = (
+            since is None
+            and not record.unreachable_reported
+            and tracked.missing_since is None
+            and status.phase is not Phase.UNKNOWN
+            and not status.phase.terminal
+            and not spec_changed(pod)
+        )
+        if record.annotations and not plain:
+            # Not the one plain status write that would carry them: put them on the pod first.
+            pod = await self.writer.annotate(pod, record.annotations)
+            record.annotations = None
         if since is not None and not status.phase.terminal:
             return await self._unreachable(pod, record, tracked, since)
         if record.unreachable_reported:
@@ -231,7 +241,10 @@ class PodSync:
             return await self._terminal(pod, record, tracked)
         if spec_changed(pod):
             await self.updates.apply(pod, record, tracked)
-        await self.writer.write(pod, status, tracked.provider, restarts=record.restarts)
+        await self.writer.write(
+            pod, status, tracked.provider, restarts=record.restarts, annotations=record.annotations
+        )
+        record.annotations = None
         return None
 
     async def _unreachable(

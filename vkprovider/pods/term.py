@@ -18,10 +18,9 @@ from vkprovider.kube.informer import Informer, object_key
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.objects import ApiObjectSource
-from vkprovider.pods.queue import WorkQueue
+from vkprovider.pods.queue import RetryBudget, WorkQueue
 from vkprovider.pods.sync import PodSync, SyncSettings, is_relevant_change
 from vkprovider.pods.tracker import DeploymentTracker
-from vkprovider.ratelimit import TokenBucket
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,8 @@ class TermSettings:
     lost_grace_seconds: float
     backoff_base_seconds: float
     backoff_max_seconds: float
-    queue_rate: float
+    queue_rate: float  #: retries per second, overall (a key's own backoff applies too)
+    status_before_delete: bool = True
 
 
 class Term:
@@ -50,7 +50,7 @@ class Term:
         self.queue = WorkQueue(
             base_delay=settings.backoff_base_seconds,
             max_delay=settings.backoff_max_seconds,
-            rate=TokenBucket(settings.queue_rate, max(1, int(settings.queue_rate))),
+            retries=RetryBudget(settings.queue_rate, max(1, int(settings.queue_rate))),
         )
         #: UID -> pod key for the pods in the cache (pruned with the cache)
         self.uid_keys: dict[str, str] = {}
@@ -81,6 +81,7 @@ class Term:
                 host_ip=settings.host_ip,
                 lost_grace_seconds=settings.lost_grace_seconds,
                 status_poll_seconds=settings.status_poll_seconds,
+                status_before_delete=settings.status_before_delete,
             ),
         )
         #: set once this term's informers listed and its tracker polled every provider

@@ -171,11 +171,16 @@ class DeploymentTracker:
                     group.create_task(supervise(f"watch-{name}", partial(self._follow, name, provider)))
 
     async def _poll_loop(self, name: str) -> None:
+        """List on the poll interval; while the provider's watch is open (and its API answers)
+        only every ``watch_resync``: the stream carries the news. A list is due at once when
+        woken — a broken stream, or the node agent's probes saw the provider's reachability flip
+        (``recheck``): a stream can stay open while the API fails, and an outage must still
+        reach the pods (ProviderReachable) without a probe of our own per poll."""
         wake = self._wake.setdefault(name, asyncio.Event())
         while True:
-            interval = self._resync if name in self._streaming else self._interval
+            streaming = name in self._streaming and name not in self._unreachable
             try:
-                async with asyncio.timeout(interval):
+                async with asyncio.timeout(self._resync if streaming else self._interval):
                     await wake.wait()
             except TimeoutError:
                 pass

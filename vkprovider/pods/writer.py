@@ -2,8 +2,14 @@
 
 Status comes only from the provider (``build_status``); a write is skipped when the pod already
 shows it, carries the resourceVersion it was built from (a stale copy gets 409, re-read once,
-never a clobber), and is never made to a finished pod. Annotation patches return the patched
-object, whose resourceVersion the following status write uses, so it does not conflict.
+never a clobber), and is never made to a finished pod.
+
+Our annotations (provider, offer, placement, images) ride on the same ``pods/status`` patch
+when there is one: for pods the status subresource keeps metadata changes (it resets only
+spec, deletionTimestamp and ownerReferences; kubernetes/kubernetes#92022), so a pod goes from
+bound to Running with one write instead of two, and its status never shows a deployment whose
+provider annotation is missing. Should an apiserver ever drop them, the answer says so and a
+metadata patch follows. ``annotate`` alone (no status to write) patches metadata.
 """
 
 from __future__ import annotations
@@ -41,9 +47,11 @@ class StatusWriter:
         restarts: int = 0,
         waiting: tuple[str, str] | None = None,
         reachable: bool | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
-        """Write the status for ``deployment``. ``reachable=False`` marks the provider
-        unreachable; otherwise a pod that shows it unreachable is marked reachable again."""
+        """Write the status for ``deployment`` (and ``annotations`` in the same patch).
+        ``reachable=False`` marks the provider unreachable; otherwise a pod that shows it
+        unreachable is marked reachable again."""
         uid = pod["metadata"]["uid"]
         for attempt in range(2):
             desired = build_status(
@@ -58,14 +66,19 @@ class StatusWriter:
                 waiting=waiting,
                 reachable=True if reachable is None and shows_unreachable(pod) else reachable,
             )
-            if not needs_write(pod, desired):
-                return
             meta = pod["metadata"]
-            try:
-                await resources.patch_pod_status(
-                    self._deps.kube, meta["namespace"], meta["name"], desired, meta["resourceVersion"]
-                )
+            missing = _missing(meta, annotations)
+            if not missing and not needs_write(pod, desired):
                 return
+            try:
+                answer = await resources.patch_pod_status(
+                    self._deps.kube,
+                    meta["namespace"],
+                    meta["name"],
+                    desired,
+                    meta["resourceVersion"],
+                    annotations=missing or None,
+                )
             except KubeNotFound:
                 return
             except KubeConflict:
@@ -78,12 +91,24 @@ class StatusWriter:
                 if (fresh.get("status") or {}).get("phase") in TERMINAL:
                     return
                 pod = fresh
+                continue
+            if missing and isinstance(answer, dict) and _missing(answer.get("metadata") or {}, missing):
+                await self.annotate(answer, missing)  # this apiserver keeps status writes to status
+            return
 
     async def pending(
-        self, pod: JSON, reason: str, message: str, *, waiting: tuple[str, str] | None = None
+        self,
+        pod: JSON,
+        reason: str,
+        message: str,
+        *,
+        waiting: tuple[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """Pending with ``reason``; containers wait with ``waiting`` (default: the same reason)."""
         if (pod.get("status") or {}).get("phase") == "Running":
+            if annotations:
+                await self.annotate(pod, annotations)
             return  # never flip a Running pod back to Pending
         await self.write(
             pod,
@@ -93,6 +118,7 @@ class StatusWriter:
             reason=reason,
             message=message,
             waiting=waiting or (reason, message),
+            annotations=annotations,
         )
 
     async def annotate(self, pod: JSON, annotations: dict[str, str]) -> JSON:
@@ -108,3 +134,11 @@ class StatusWriter:
         if not isinstance(patched, dict) or patched.get("metadata", {}).get("uid") != meta["uid"]:
             return pod
         return patched
+
+
+def _missing(meta: JSON, annotations: dict[str, str] | None) -> dict[str, str]:
+    """The part of ``annotations`` that ``meta`` does not show yet."""
+    if not annotations:
+        return {}
+    shown = meta.get("annotations") or {}
+    return {k: v for k, v in annotations.items() if shown.get(k) != v}

@@ -27,3 +27,19 @@ async def test_contract_rules() -> None:
     await provider.delete("u1")
     with pytest.raises(NotFound):
         await provider.get("u1")
+
+
+async def test_run_at_once_deployments_run_and_serve_and_declare_no_rate_limit() -> None:
+    provider = InMemoryProvider("mem", InMemoryProvider.Settings(run_at_once=True))
+    first = await provider.deploy(request("u1"))
+    second = await provider.deploy(request("u2"))
+    assert first.phase.value == "Running" and first.ready and first.started_at is not None
+    assert first.ip and second.ip and first.ip != second.ip
+    assert (await provider.get("u1")) == first
+    limit = (await provider.info()).capabilities.rate_limit
+    assert limit is not None and limit.per_second is None  # a dict has no API limit
+
+
+async def test_by_default_deployments_stay_pending() -> None:
+    status = await InMemoryProvider("mem").deploy(request("u1"))
+    assert status.phase.value == "Pending" and not status.ready and status.ip is None

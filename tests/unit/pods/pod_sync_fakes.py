@@ -89,6 +89,8 @@ class FakeKube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        decode: bool = True,
+        accept: str = "application/json",
     ) -> Any:
         try:
             result = self._handle(method, path, body)
@@ -99,7 +101,7 @@ class FakeKube:
             self.calls.append((method, path, 404))
             raise
         self.calls.append((method, path, 200))
-        return result
+        return result if decode else None
 
     def _handle(self, method: str, path: str, body: Any) -> Any:
         if m := _EVENTS.match(path):
@@ -126,6 +128,10 @@ class FakeKube:
             precondition = (body or {}).get("preconditions", {}).get("uid")
             if precondition and precondition != pod["metadata"]["uid"]:
                 raise KubeConflict(409, "uid precondition failed")
+            if pod["metadata"].get("finalizers"):  # held: marked for deletion, not removed
+                pod["metadata"]["deletionGracePeriodSeconds"] = 0
+                self._bump(pod)
+                return {}
             del self.pods[key]
             return {}
         assert method == "PATCH"
@@ -133,7 +139,10 @@ class FakeKube:
         if wanted_rv is not None and wanted_rv != pod["metadata"]["resourceVersion"]:
             raise KubeConflict(409, "the object has been modified")
         if m.group(3):
-            patch = {"status": body["status"]}
+            # Like the apiserver's pod status strategy: metadata changes are kept (labels,
+            # annotations), spec/deletionTimestamp/ownerReferences are not.
+            kept = {k: v for k, v in (body.get("metadata") or {}).items() if k in ("labels", "annotations")}
+            patch = {"status": body["status"], "metadata": kept}
         else:
             patch = {"metadata": {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}}
         updated = merge_patch(pod, patch)

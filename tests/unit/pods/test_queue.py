@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from vkprovider.pods.queue import ShutDown, WorkQueue
-from vkprovider.ratelimit import TokenBucket
+from vkprovider.pods.queue import RetryBudget, ShutDown, WorkQueue
 
 
 async def test_adding_a_queued_key_twice_coalesces() -> None:
@@ -62,41 +61,41 @@ async def test_shutdown_releases_every_waiting_worker() -> None:
                 await waiter
 
 
-class FrozenTime:
-    """A clock that moves only when told, and a sleep that waits for it, for a TokenBucket."""
-
+class Clock:
     def __init__(self) -> None:
         self.now = 0.0
-        self.moved = asyncio.Event()
 
-    def clock(self) -> float:
+    def __call__(self) -> float:
         return self.now
 
-    async def sleep(self, seconds: float) -> None:
-        await self.moved.wait()
 
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        self.moved.set()
+async def test_retries_share_a_global_budget_but_new_work_is_never_held_by_it() -> None:
+    clock = Clock()
+    queue = WorkQueue(base_delay=0.01, max_delay=0.01, retries=RetryBudget(10.0, 2, clock=clock))
+    delays = [queue.add_rate_limited(key) for key in ("a", "b", "c", "d")]
+    assert delays[:2] == [0.01, 0.01]  # the burst
+    assert delays[2:] == pytest.approx([0.1, 0.2])  # then one retry per 1/10 s, in turn
+    clock.now += 1.0  # the budget refills (up to its burst)
+    assert queue.add_rate_limited("e") == 0.01
+    for i in range(100):  # events bring work: handed out at once, however many
+        queue.add(f"new-{i}")
+    async with asyncio.timeout(5):
+        got = [await queue.get() for _ in range(100)]
+    assert got == [f"new-{i}" for i in range(100)]
 
 
-async def test_a_worker_cancelled_while_rate_limited_does_not_strand_its_key() -> None:
-    time = FrozenTime()
-    bucket = TokenBucket(1.0, 1, clock=time.clock, sleep=time.sleep)
-    assert bucket.try_acquire()  # the bucket is empty: the next get must wait for a token
-    queue = WorkQueue(rate=bucket)
-    queue.add("a")
+async def test_a_worker_cancelled_while_waiting_does_not_strand_a_key() -> None:
+    queue = WorkQueue()
     waiting = asyncio.create_task(queue.get())
     for _ in range(5):
         await asyncio.sleep(0)
-    assert not waiting.done()
     waiting.cancel()  # e.g. leadership lost, or shutdown of the worker's task group
     with pytest.raises(asyncio.CancelledError):
         await waiting
+    queue.add("a")
     assert queue.busy == 0 and len(queue) == 1
-    time.advance(5.0)
     async with asyncio.timeout(5):
-        assert await queue.get() == "a"  # handed out again, not stuck as "processing"
+        assert await queue.get() == "a"
 
 
 async def test_a_plain_add_during_backoff_keeps_the_failure_count() -> None:

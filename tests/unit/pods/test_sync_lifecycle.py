@@ -75,6 +75,47 @@ async def test_create_writes_status_without_a_conflict() -> None:
     assert w.kube.count("PATCH", "/status") == 1
 
 
+async def test_bound_to_running_is_one_status_write_carrying_the_annotations_and_one_event() -> None:
+    w = await world()
+    w.cloud.run_at_once = True  # the provider answers Running and ready at once
+    pod = w.kube.add_pod(gpu_pod())
+    assert await w.run(pod) is None
+    calls = [(method, path.rsplit("/", 1)[-1]) for method, path, _ in w.kube.calls]
+    assert calls == [("POST", "events"), ("PATCH", "status")]  # no separate metadata patch
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Running"
+    assert {c["type"]: c["status"] for c in shown["status"]["conditions"]}["Ready"] == "True"
+    annotations = shown["metadata"]["annotations"]
+    assert annotations["vkprovider.io/provider"] == "cheap"
+    assert annotations["vkprovider.io/offer"] == "cheap-h100"
+    assert annotations["vkprovider.io/images"] == "server=img:1" and "vkprovider.io/placement" in annotations
+    assert w.kube.reasons() == ["ProviderCreateSuccess"]
+
+
+async def test_annotations_are_patched_on_their_own_when_no_status_write_follows() -> None:
+    w = await world()
+    w.cloud.run_at_once = True
+    pod = w.kube.add_pod(gpu_pod())
+    w.kube.pods[("ns", "p")]["status"] = {}  # nothing changes what build_status would write ...
+    w.tracker.forget("uid-1")
+    original = w.sync.writer.write
+
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no status write expected")
+
+    # ... because the provider is unreachable: the pod keeps what it shows, annotations still land.
+    w.cloud.fail_list = True
+    await w.tracker.poll_once()
+    w.sync.writer.write = refuse  # type: ignore[method-assign]
+    try:
+        await w.run(pod)
+    finally:
+        w.sync.writer.write = original  # type: ignore[method-assign]
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["metadata"]["annotations"]["vkprovider.io/provider"] == "cheap"
+    assert w.kube.count("PATCH", "/pods/p") == 1 and w.kube.count("PATCH", "/status") == 0
+
+
 async def test_conditions_other_writers_own_survive_our_status_writes() -> None:
     w = await world()
     pod = w.kube.add_pod(gpu_pod())
@@ -121,6 +162,44 @@ async def test_graceful_deletion_passes_the_grace_waits_and_writes_terminated_st
     ]  # the last status write happened before the delete
     assert written and w.kube.calls[-1][0] == "DELETE"
     assert len(w.cloud.deletes) == 1  # not asked twice
+
+
+async def test_graceful_deletion_is_one_event_and_the_delete_when_nothing_outlives_it() -> None:
+    w = await world(settings=SyncSettings(node_name=NODE, host_ip="127.0.0.1", status_before_delete=False))
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    before = len(w.kube.calls)
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}},
+    )
+    assert await w.run(pod) is None
+    calls = [(method, path.rsplit("/", 1)[-1]) for method, path, _ in w.kube.calls[before:]]
+    assert calls == [("POST", "events"), ("DELETE", "p")]  # no status write a moment before
+    assert w.kube.reasons()[-1] == "ProviderDeleteSuccess"
+    assert w.kube.pod("ns", "p") is None and w.cloud.deletes == [("uid-1", 30.0)]
+
+
+async def test_a_finalizer_added_during_deletion_still_gets_the_terminated_states() -> None:
+    w = await world(settings=SyncSettings(node_name=NODE, host_ip="127.0.0.1", status_before_delete=False))
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    deleting = {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}
+    stale = w.kube.update("ns", "p", {"metadata": deleting})
+    w.kube.update("ns", "p", {"metadata": {"finalizers": ["example.com/keep"]}})  # after our read
+    await w.sync.sync("ns/p", stale)  # the informer's copy has no finalizer yet
+    held = w.kube.pod("ns", "p")
+    assert held is not None and held["status"]["phase"] == "Running"  # held by the finalizer
+    await w.run(pod)  # the object is still there: its outcome is written now
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Succeeded"
+    (container,) = shown["status"]["containerStatuses"]
+    assert "terminated" in container["state"]
+    assert w.kube.count("DELETE", "/pods/p") == 1  # not deleted twice
 
 
 async def test_graceful_deletion_records_terminated_containers_before_the_delete() -> None:

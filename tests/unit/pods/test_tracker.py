@@ -20,6 +20,10 @@ class ListingProvider:
         self.fail = False
         self.calls = 0
 
+    async def probe(self) -> None:
+        if self.fail:
+            raise Transient("backend down")
+
     async def list(self, node_name: str) -> list[DeploymentStatus]:
         self.calls += 1
         snapshot = list(self.statuses.values())

@@ -135,3 +135,39 @@ async def test_an_adapter_bug_in_list_does_not_fail_the_initial_sync() -> None:
     await tracker.poll_once()  # must not raise: the controller's term waits on it
     assert tracker.get("u") is not None
     assert tracker.unreachable_since("buggy") is not None
+
+
+async def test_an_api_outage_behind_an_open_watch_is_listed_when_the_probes_see_it() -> None:
+    """With the stream open lists are a slow resync; the node agent's probes flipping the
+    provider's reachability (``recheck``) make the tracker list at once, both ways."""
+    provider = PushingProvider()
+    tracker = DeploymentTracker(
+        {"p": provider},  # type: ignore[dict-item]
+        "vk",
+        interval=0.02,
+        watch_resync=3600,
+        on_change=lambda uid: None,
+    )
+    async with running_tracker(tracker):
+
+        async def streaming() -> bool:
+            return "p" in tracker._streaming
+
+        await eventually(streaming, timeout=10)
+        listed = provider.calls
+        await asyncio.sleep(0.2)  # ten poll intervals: the open stream makes lists a slow resync
+        assert provider.calls == listed
+        provider.fail = True  # the API fails; the stream stays open
+        tracker.recheck("p", False)
+
+        async def unreachable() -> bool:
+            return tracker.unreachable_since("p") is not None
+
+        await eventually(unreachable, timeout=10)
+        provider.fail = False
+        tracker.recheck("p", True)
+
+        async def back() -> bool:
+            return tracker.unreachable_since("p") is None  # a list clears it once the API answers
+
+        await eventually(back, timeout=10)
