@@ -21,6 +21,8 @@ from typing import Any
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
 from vkprovider.http.admin import create_admin_app
+from vkprovider.http.auth import Authenticator, is_loopback_bind
+from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
@@ -45,6 +47,7 @@ class Service:
     controller: PodController | None = None
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
+    kubelet: AsgiServer | None = None
     kube: KubeClient | None = None
 
     def install_signal_handlers(self) -> None:
@@ -76,8 +79,9 @@ class Service:
                 backoff_max_seconds=s.pods.backoff_max_seconds,
             )
             try:
+                admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()
                 self.admin = AsgiServer(
-                    create_admin_app(self.placer, self.controller, self.node),
+                    create_admin_app(self.placer, self.controller, self.node, auth=admin_auth),
                     s.http.admin_host,
                     s.http.admin_port,
                 )
@@ -86,7 +90,8 @@ class Service:
                     f"http.admin_port: {s.http.admin_host}:{s.http.admin_port}: {exc}"
                 ) from None
             await self.admin.start()
-            log.info("admin API on %s", self.admin.url)
+            log.info("admin API on %s%s", self.admin.url, " (authenticated views)" if admin_auth else "")
+            await self._start_kubelet_api()
             async with asyncio.TaskGroup() as group:
                 loops = [
                     group.create_task(supervise("offer-catalog", self.placer.run)),
@@ -99,6 +104,38 @@ class Service:
                     task.cancel()
         finally:
             await self._close()
+
+    def _authenticator(self) -> Authenticator:
+        k = self.settings.kubelet
+        return Authenticator(
+            self.kube,
+            self.settings.node.name,
+            anonymous=k.anonymous,
+            token_ttl=k.token_cache_seconds,
+            allowed_ttl=k.authorized_cache_seconds,
+            denied_ttl=k.unauthorized_cache_seconds,
+        )
+
+    async def _start_kubelet_api(self) -> None:
+        """The kubelet API on the address the Node advertises, if a serving certificate is set."""
+        s = self.settings
+        if not s.kubelet.enabled:
+            log.info("kubelet API off (set kubelet.tls_cert_file and kubelet.tls_key_file to serve it)")
+            return
+        assert self.controller is not None
+        host = s.kubelet.bind_host or s.node.internal_ip
+        tls = server_tls(str(s.kubelet.tls_cert_file), str(s.kubelet.tls_key_file), s.kubelet.client_ca_file)
+        try:
+            self.kubelet = AsgiServer(
+                create_kubelet_app(self.controller, self._authenticator()),
+                host,
+                s.node.kubelet_port,
+                ssl_context=tls,
+            )
+        except OSError as exc:
+            raise ConfigError(f"node.kubelet_port: {host}:{s.node.kubelet_port}: {exc}") from None
+        await self.kubelet.start()
+        log.info("kubelet API on %s", self.kubelet.url)
 
     def _bound_pods(self) -> list[dict[str, Any]]:
         """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
@@ -170,6 +207,8 @@ class Service:
             group.create_task(supervise("pod-controller", self.controller.run))
 
     async def _close(self) -> None:
+        if self.kubelet is not None:
+            await self.kubelet.stop()
         if self.admin is not None:
             await self.admin.stop()
         for provider in self.providers.values():
