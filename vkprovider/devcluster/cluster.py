@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
 import shutil
 import ssl
 import time
@@ -23,9 +25,11 @@ import yaml
 
 from vkprovider.devcluster import kwok, pki
 from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 
 READY_TIMEOUT_SECONDS = 120.0
+log = logging.getLogger(__name__)
 
 
 def run_root() -> Path:
@@ -42,7 +46,23 @@ def sweep_dead_clusters() -> None:
     for workdir in root.iterdir():
         cluster = Cluster.load(workdir)
         if cluster is not None and not any(p.alive() for p in cluster.processes):
+            if cluster.kubelet_net is not None:
+                cluster.kubelet_net.remove()
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kubelet_net(name: str) -> KubeletNet | None:
+    """A namespace address for the kubelet API, or None (with a warning) where ``ip netns``
+    is not allowed: the cluster still works, only proxying to the virtual node does not."""
+    try:
+        return KubeletNet.create(re.sub(r"[^a-z0-9-]", "-", name.lower())[:30])
+    except NetnsError as exc:
+        log.warning(
+            "no kubelet network namespace (nodes/<n>/proxy and kubectl logs will not reach "
+            "the virtual node): %s",
+            exc,
+        )
+        return None
 
 
 @dataclass
@@ -57,6 +77,9 @@ class Cluster:
     admin: pki.CertPair
     processes: list[Process] = field(default_factory=list)
     gpu_nodes: list[str] = field(default_factory=list)
+    #: The virtual node's kubelet address beyond loopback (see ``netns``), and its serving cert.
+    kubelet_net: KubeletNet | None = None
+    kubelet_serving: pki.CertPair | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -94,6 +117,7 @@ class Cluster:
             admin=ca.issue(workdir / "pki", "admin", "admin", organization="system:masters", client=True),
         )
         try:
+            cluster.kubelet_net = await asyncio.to_thread(_kubelet_net, name)
             await cluster._boot(toolchain, ca, api_port, gpu_nodes)
         except BaseException:
             await cluster.stop()
@@ -116,6 +140,10 @@ class Cluster:
             "kube-apiserver-kubelet-client",
             organization="system:masters",
             client=True,
+        )
+        kubelet_ips = ("127.0.0.1",) + ((self.kubelet_net.host_ip,) if self.kubelet_net else ())
+        self.kubelet_serving = ca.issue(
+            pki_dir, "kubelet-serving", "system:node:vk", server=True, ip_addresses=kubelet_ips
         )
         sa = pki.service_account_keys(pki_dir)
         self._write_kubeconfig()
@@ -153,6 +181,7 @@ class Cluster:
                 f"--client-ca-file={ca.pair.cert}",
                 f"--kubelet-client-certificate={kubelet_client.cert}",
                 f"--kubelet-client-key={kubelet_client.key}",
+                f"--kubelet-certificate-authority={ca.pair.cert}",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa.cert}",
@@ -221,6 +250,9 @@ class Cluster:
         for proc in reversed(self.processes):
             await asyncio.to_thread(proc.stop)
         self.processes.clear()
+        if self.kubelet_net is not None:
+            await asyncio.to_thread(self.kubelet_net.remove)
+            self.kubelet_net = None
         (self.workdir / "state.json").unlink(missing_ok=True)
         if remove:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -236,6 +268,10 @@ class Cluster:
             "admin": [str(self.admin.cert), str(self.admin.key)],
             "gpu_nodes": self.gpu_nodes,
             "processes": [p.to_json() for p in self.processes],
+            "kubelet_net": self.kubelet_net.to_json() if self.kubelet_net else None,
+            "kubelet_serving": [str(self.kubelet_serving.cert), str(self.kubelet_serving.key)]
+            if self.kubelet_serving
+            else None,
         }
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
@@ -254,6 +290,10 @@ class Cluster:
             admin=pki.CertPair(Path(state["admin"][0]), Path(state["admin"][1])),
             processes=[Process.from_json(p) for p in state["processes"]],
             gpu_nodes=list(state["gpu_nodes"]),
+            kubelet_net=KubeletNet.from_json(state["kubelet_net"]) if state.get("kubelet_net") else None,
+            kubelet_serving=pki.CertPair(*map(Path, state["kubelet_serving"]))
+            if state.get("kubelet_serving")
+            else None,
         )
 
     def running(self) -> bool:
