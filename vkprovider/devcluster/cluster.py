@@ -145,6 +145,16 @@ class Cluster:
         self.kubelet_serving = ca.issue(
             pki_dir, "kubelet-serving", "system:node:vk", server=True, ip_addresses=kubelet_ips
         )
+        # for metrics-server on the same address, if a test starts it (devcluster.metrics_server)
+        ca.issue(
+            pki_dir,
+            "metrics-server",
+            "metrics-server",
+            server=True,
+            dns_names=("metrics-server.kube-system.svc",),
+            ip_addresses=kubelet_ips,
+        )
+        front_proxy = ca.issue(pki_dir, "front-proxy-client", "front-proxy-client", client=True)
         sa = pki.service_account_keys(pki_dir)
         self._write_kubeconfig()
 
@@ -183,6 +193,15 @@ class Cluster:
                 f"--kubelet-client-key={kubelet_client.key}",
                 f"--kubelet-certificate-authority={ca.pair.cert}",
                 "--kubelet-preferred-address-types=InternalIP",
+                # the aggregation layer (metrics-server): authenticate to it as front-proxy-client
+                f"--requestheader-client-ca-file={ca.pair.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={front_proxy.cert}",
+                f"--proxy-client-key-file={front_proxy.key}",
+                "--enable-aggregator-routing=true",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa.cert}",
                 f"--service-account-signing-key-file={sa.key}",
