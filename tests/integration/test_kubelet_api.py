@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import ssl
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -312,3 +313,28 @@ async def test_admin_api_beyond_loopback_needs_an_authorized_caller(node: Node, 
         assert (await admin.post("/explain", json={})).status_code == 401
         denied = await admin.get("/placement", headers={"Authorization": f"Bearer {token}"})
         assert denied.status_code == 403 and "nodes" in denied.text
+
+
+def test_kubelet_networks_are_distinct_and_removed_without_a_trace() -> None:
+    from vkprovider.devcluster.netns import KubeletNet, NetnsError
+
+    try:
+        first = KubeletNet.create(f"t-{uuid.uuid4().hex[:6]}")
+    except NetnsError as exc:
+        pytest.skip(f"ip netns not allowed here: {exc}")
+    second = KubeletNet.create(f"t-{uuid.uuid4().hex[:6]}")
+    try:
+        assert first.host_ip != second.host_ip and first.host_ip.startswith("198.1")
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        assert first.netns in listed and second.netns in listed
+        inside = subprocess.run(
+            ["ip", "-n", first.netns, "-4", "-o", "addr"], capture_output=True, text=True, check=True
+        ).stdout
+        assert f"{first.ns_ip}/30" in inside
+    finally:
+        first.remove()
+        second.remove()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert first.netns not in listed and second.netns not in listed
+    assert f"{first.host_link}@" not in links and f"{second.host_link}@" not in links
