@@ -10,6 +10,7 @@ a client that disconnects closes the provider's stream (``aclosing``), so nothin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -26,6 +27,7 @@ from vkprovider.plugins.api import Provider, SupportsLogs
 
 log = logging.getLogger(__name__)
 
+FIRST_CHUNK_WAIT_SECONDS = 2.0
 _TRUE, _FALSE = {"true", "1", "t", "yes"}, {"false", "0", "f", "no", ""}
 
 
@@ -101,25 +103,44 @@ def stream_logs(provider: Provider, provider_name: str, uid: str, options: LogOp
     return StreamingResponse(_relay(source, provider_name, uid), media_type="text/plain")
 
 
-async def first_chunk(response: StreamingResponse) -> StreamingResponse:
-    """Pull the first chunk before answering, so a provider error is a status code, not a cut body."""
+async def first_chunk(
+    response: StreamingResponse, wait: float = FIRST_CHUNK_WAIT_SECONDS
+) -> StreamingResponse:
+    """Wait (briefly) for the first chunk before answering, so an error the provider raises at
+    once is a status code, not a cut body. A quiet ``follow`` (nothing logged yet) answers 200
+    after ``wait`` seconds and streams on."""
     body = response.body_iterator
     assert isinstance(body, AsyncIterator)
-    try:
-        head = await anext(body)
-    except StopAsyncIteration:
-        head = b""
-    except NotFound as exc:
-        raise HTTPException(404, f"logs: {exc}") from None
-    except ProviderError as exc:
-        raise HTTPException(502, f"logs: {exc}") from None
+    first = asyncio.ensure_future(anext(body))
+    done, _ = await asyncio.wait({first}, timeout=wait)
+    if done:
+        try:
+            first.result()
+        except StopAsyncIteration:
+            pass
+        except NotFound as exc:
+            raise HTTPException(404, f"logs: {exc}") from None
+        except ProviderError as exc:
+            raise HTTPException(502, f"logs: {exc}") from None
 
     async def rest() -> AsyncIterator[bytes]:
-        async with contextlib.aclosing(body):  # type: ignore[type-var]
-            if head:
-                yield head
+        try:
+            try:
+                head = await first
+            except StopAsyncIteration:
+                return
+            except ProviderError as exc:  # raised after the quiet wait: the status is sent
+                yield f"[vkprovider: logs: {exc}]\n".encode()
+                return
+            yield head
             async for chunk in body:
                 yield chunk
+        finally:
+            if not first.done():  # the client left before the first line
+                first.cancel()
+                with contextlib.suppress(BaseException):
+                    await first
+            await body.aclose()  # type: ignore[attr-defined]
 
     response.body_iterator = rest()
     return response

@@ -38,6 +38,8 @@ class LoggingCloud(InMemoryProvider):
         self.asked.append(options)
         self.open_streams += 1
         try:
+            if options.since_seconds == 1:  # nothing logged in the last second: a quiet follow
+                await asyncio.sleep(3600)
             lines = LINES[-options.tail_lines :] if options.tail_lines else LINES
             data = "".join(f"{line}\n" for line in lines).encode()
             yield data[: options.limit_bytes] if options.limit_bytes else data
@@ -273,3 +275,15 @@ async def test_resource_metrics_and_summary_carry_kubelet_names(kubelet: Kubelet
     assert web["podRef"] == {"name": "web", "namespace": "ns", "uid": "uid-1"}
     assert web["containers"][0]["cpu"]["usageNanoCores"] == 250_000_000
     assert summary["node"]["nodeName"] == "vk" and summary["node"]["memory"]["workingSetBytes"] == 2**20
+
+
+async def test_a_quiet_follow_answers_and_leaving_it_releases_the_stream(kubelet: Kubelet) -> None:
+    params = {"follow": "true", "sinceSeconds": "1"}
+    async with http(kubelet) as c, c.stream("GET", "/containerLogs/ns/web/server", params=params) as resp:
+        assert resp.status_code == 200  # after the short wait for a first line
+        assert kubelet.cloud.open_streams == 1
+    for _ in range(200):
+        if kubelet.cloud.open_streams == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert kubelet.cloud.open_streams == 0
