@@ -105,12 +105,13 @@ class Service:
         finally:
             await self._close()
 
-    def _authenticator(self) -> Authenticator:
+    def _authenticator(self, *, anonymous: bool = False) -> Authenticator:
+        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never)."""
         k = self.settings.kubelet
         return Authenticator(
             self.kube,
             self.settings.node.name,
-            anonymous=k.anonymous,
+            anonymous=anonymous,
             token_ttl=k.token_cache_seconds,
             allowed_ttl=k.authorized_cache_seconds,
             denied_ttl=k.unauthorized_cache_seconds,
@@ -127,7 +128,7 @@ class Service:
         tls = server_tls(str(s.kubelet.tls_cert_file), str(s.kubelet.tls_key_file), s.kubelet.client_ca_file)
         try:
             self.kubelet = AsgiServer(
-                create_kubelet_app(self.controller, self._authenticator()),
+                create_kubelet_app(self.controller, self._authenticator(anonymous=s.kubelet.anonymous)),
                 host,
                 s.node.kubelet_port,
                 ssl_context=tls,
