@@ -170,7 +170,7 @@ class HttpConfig(_Section):
 
 class KubeletConfig(_Section):
     """The kubelet API: TLS on ``node.kubelet_port`` (logs, pods, stats, metrics for the apiserver
-    and metrics-server). Served when ``tls_cert_file`` and ``tls_key_file`` are set."""
+    and metrics-server). Served when ``tls_cert_file`` and ``tls_key_file`` are set, or ``csr``."""
 
     bind_host: str = Field(default="", description="default: node.internal_ip (what the Node advertises)")
     tls_cert_file: str | None = None
@@ -184,9 +184,16 @@ class KubeletConfig(_Section):
     token_cache_seconds: float = Field(default=120.0, ge=0)
     authorized_cache_seconds: float = Field(default=300.0, ge=0)
     unauthorized_cache_seconds: float = Field(default=30.0, ge=0)
+    csr: bool = Field(
+        default=False,
+        description="obtain (and renew) the serving cert with a kubernetes.io/kubelet-serving CSR",
+    )
+    cert_dir: str = Field(default="", description="where a CSR-issued key and cert are written")
 
     @model_validator(mode="after")
     def _pair(self) -> KubeletConfig:
+        if self.csr and self.tls_cert_file:
+            raise FieldProblem.one("csr", "set either tls_cert_file/tls_key_file or csr, not both")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             missing = "tls_key_file" if self.tls_cert_file else "tls_cert_file"
             raise FieldProblem.one(missing, "tls_cert_file and tls_key_file are set together")
@@ -198,7 +205,7 @@ class KubeletConfig(_Section):
 
     @property
     def enabled(self) -> bool:
-        return bool(self.tls_cert_file and self.tls_key_file)
+        return bool(self.tls_cert_file and self.tls_key_file) or self.csr
 
 
 class Settings(BaseModel):

@@ -338,3 +338,58 @@ def test_kubelet_networks_are_distinct_and_removed_without_a_trace() -> None:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert first.netns not in listed and second.netns not in listed
     assert f"{first.host_link}@" not in links and f"{second.host_link}@" not in links
+
+
+async def test_serving_certificate_from_a_kubelet_serving_csr(cluster: Cluster, namespace: str) -> None:
+    """``kubelet.csr``: the service asks for its serving cert; once approved and signed by the
+    controller-manager it serves with it, and the apiserver (which verifies it) proxies to it."""
+    net = cluster.kubelet_net
+    if net is None:
+        pytest.skip("no kubelet network namespace")
+    name, port = f"vk-{uuid.uuid4().hex[:8]}", free_port()
+    cloud = parse_config({"provider": "c", "catalog": [{"gpu_type": "H100-SXM-80GB", "price_per_hour": 1.0}]})
+    async with running_fakecloud(cloud) as server:
+        settings = Settings(
+            node={"name": name, "internal_ip": net.host_ip, "kubelet_port": port},
+            kube={"kubeconfig": str(cluster.kubeconfig)},
+            pods={"drain_timeout_seconds": 1},
+            http={"admin_port": 0},
+            kubelet={"csr": True, "client_ca_file": str(cluster.ca_cert)},
+            providers=[{"name": "c", "adapter": "fakecloud", "settings": {"url": server.url}}],
+        )
+        service = Service(settings)
+        task = asyncio.create_task(service.run())
+        try:
+            async with cluster.http() as admin:
+
+                async def pending_csr() -> JSON | None:
+                    resp = await admin.get(
+                        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+                        params={"labelSelector": f"vkprovider.io/node-name={name}"},
+                    )
+                    items = resp.json()["items"]
+                    return items[0] if items else None
+
+                csr = await eventually(pending_csr, timeout=60)
+                assert csr["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+                assert service.kubelet is None  # nothing served before the certificate exists
+                csr["status"] = {
+                    "conditions": [{"type": "Approved", "status": "True", "reason": "Test", "message": "ok"}]
+                }
+                url = f"/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr['metadata']['name']}/approval"
+                (await admin.put(url, json=csr)).raise_for_status()
+
+                async def serving() -> bool:
+                    if task.done():
+                        task.result()
+                    return service.kubelet is not None
+
+                await eventually(serving, timeout=60)
+            verified = ssl.create_default_context(cafile=str(cluster.ca_cert))
+            async with httpx.AsyncClient(base_url=f"https://{net.host_ip}:{port}", verify=verified) as c:
+                assert (await c.get("/healthz")).status_code == 401  # TLS verified; no credentials
+            proxied = await kubectl(cluster, "get", "--raw", f"/api/v1/nodes/{name}/proxy/healthz")
+            assert proxied.returncode == 0 and proxied.stdout.strip() == "ok", proxied.stderr
+        finally:
+            service.stopping.set()
+            await asyncio.wait_for(task, 30)

@@ -17,6 +17,7 @@ def test_off_by_default_and_on_with_a_pair(tmp_path: Path) -> None:
     key.write_text("x")
     on = Settings(kubelet={"tls_cert_file": str(cert), "tls_key_file": str(key)})
     assert on.kubelet.enabled and not on.kubelet.anonymous
+    assert Settings(kubelet={"csr": True}).kubelet.enabled
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,7 @@ def test_off_by_default_and_on_with_a_pair(tmp_path: Path) -> None:
         ),
         ({"token_cache_seconds": -1}, "token_cache_seconds"),
         ({"anonymus": True}, "anonymus"),
+        ({"csr": True, "tls_cert_file": "CERT", "tls_key_file": "CERT"}, "csr"),
     ],
 )
 def test_bad_sections_name_the_field(tmp_path: Path, section: dict[str, object], field: str) -> None:
