@@ -170,6 +170,46 @@ class HttpConfig(_Section):
         return self
 
 
+class KubeletConfig(_Section):
+    """The kubelet API: TLS on ``node.kubelet_port`` (logs, pods, stats, metrics for the apiserver
+    and metrics-server). Served when ``tls_cert_file`` and ``tls_key_file`` are set, or ``csr``."""
+
+    bind_host: str = Field(default="", description="default: node.internal_ip (what the Node advertises)")
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    client_ca_file: str | None = Field(
+        default=None, description="CA that signs client certificates (the apiserver's kubelet client)"
+    )
+    anonymous: bool = Field(
+        default=False, description="let requests without credentials in, as system:anonymous"
+    )
+    token_cache_seconds: float = Field(default=120.0, ge=0)
+    authorized_cache_seconds: float = Field(default=300.0, ge=0)
+    unauthorized_cache_seconds: float = Field(default=30.0, ge=0)
+    csr: bool = Field(
+        default=False,
+        description="obtain (and renew) the serving cert with a kubernetes.io/kubelet-serving CSR",
+    )
+    cert_dir: str = Field(default="", description="where a CSR-issued key and cert are written")
+
+    @model_validator(mode="after")
+    def _pair(self) -> KubeletConfig:
+        if self.csr and self.tls_cert_file:
+            raise FieldProblem.one("csr", "set either tls_cert_file/tls_key_file or csr, not both")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            missing = "tls_key_file" if self.tls_cert_file else "tls_cert_file"
+            raise FieldProblem.one(missing, "tls_cert_file and tls_key_file are set together")
+        for name in ("tls_cert_file", "tls_key_file", "client_ca_file"):
+            path = getattr(self, name)
+            if path and not os.path.isfile(path):
+                raise FieldProblem.one(name, f"{path}: no such file")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tls_cert_file and self.tls_key_file) or self.csr
+
+
 class Settings(BaseModel):
     """The whole config. A plain model (not ``BaseSettings``) so that validation can carry the
     start-up checks as context; :func:`load_settings` merges the environment in itself."""
@@ -180,6 +220,7 @@ class Settings(BaseModel):
     kube: KubeConfig = Field(default={}, validate_default=True)  # a dict, so checks run on it
     pods: PodsConfig = PodsConfig()
     http: HttpConfig = Field(default={}, validate_default=True)
+    kubelet: KubeletConfig = KubeletConfig()
     providers: list[ProviderConfig] = Field(default=[], validate_default=True)
     placement: PlacementConfig = PlacementConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()

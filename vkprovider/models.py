@@ -203,3 +203,22 @@ class LogOptions(_Model):
     since_seconds: int | None = Field(default=None, ge=0)
     limit_bytes: int | None = Field(default=None, ge=1)
     timestamps: bool = False
+
+
+class ContainerUsage(_Model):
+    """One container's resource use at a moment (what the kubelet's cAdvisor figures say)."""
+
+    name: str = Field(description="the container's name in the pod spec")
+    cpu_seconds_total: float = Field(ge=0, description="cumulative CPU time in core-seconds")
+    cpu_cores: float | None = Field(default=None, ge=0, description="current CPU rate, if known")
+    memory_working_set_bytes: int = Field(
+        ge=0, description="working-set memory in bytes (what `kubectl top` and HPAs read)"
+    )
+
+
+class DeploymentUsage(_Model):
+    """Resource use of one deployment's containers, sampled at ``timestamp``."""
+
+    uid: str = Field(description="the pod UID the deployment runs")
+    timestamp: datetime = Field(description="when the figures were sampled (the metrics' timestamps)")
+    containers: list[ContainerUsage] = Field(default=[], description="one entry per running container")

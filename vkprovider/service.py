@@ -14,14 +14,20 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
+import tempfile
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
 from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
+from vkprovider.http.auth import Authenticator, is_loopback_bind
+from vkprovider.http.kubelet import create_kubelet_app, server_tls
+from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
@@ -46,6 +52,7 @@ class Service:
     controller: PodController | None = None
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
+    kubelet: AsgiServer | None = None
     kube: KubeClient | None = None
     gate: Gate | None = None
 
@@ -81,8 +88,11 @@ class Service:
                 backoff_max_seconds=s.pods.backoff_max_seconds,
             )
             try:
+                admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()
                 self.admin = AsgiServer(
-                    create_admin_app(self.placer, self.controller, self.node, gate=self.gate),
+                    create_admin_app(
+                        self.placer, self.controller, self.node, gate=self.gate, auth=admin_auth
+                    ),
                     s.http.admin_host,
                     s.http.admin_port,
                 )
@@ -91,12 +101,15 @@ class Service:
                     f"http.admin_port: {s.http.admin_host}:{s.http.admin_port}: {exc}"
                 ) from None
             await self.admin.start()
-            log.info("admin API on %s", self.admin.url)
+            log.info("admin API on %s%s", self.admin.url, " (authenticated views)" if admin_auth else "")
+            await self._start_kubelet_api()
             async with asyncio.TaskGroup() as group:
                 loops = [
                     group.create_task(supervise("offer-catalog", self.placer.run)),
                     group.create_task(self._lead_or_follow()),
                 ]
+                if s.kubelet.csr:
+                    loops.append(group.create_task(supervise("kubelet-serving-cert", self._kubelet_via_csr)))
                 await self.stopping.wait()
                 log.info("shutting down: draining the pod queue for %.0fs", s.pods.drain_timeout_seconds)
                 await self.controller.drain(s.pods.drain_timeout_seconds)
@@ -104,6 +117,58 @@ class Service:
                     task.cancel()
         finally:
             await self._close()
+
+    def _authenticator(self, *, anonymous: bool = False) -> Authenticator:
+        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never)."""
+        k = self.settings.kubelet
+        return Authenticator(
+            self.kube,
+            self.settings.node.name,
+            anonymous=anonymous,
+            token_ttl=k.token_cache_seconds,
+            allowed_ttl=k.authorized_cache_seconds,
+            denied_ttl=k.unauthorized_cache_seconds,
+        )
+
+    async def _start_kubelet_api(self) -> None:
+        """The kubelet API on the address the Node advertises, if serving cert files are set
+        (with ``kubelet.csr`` it starts once the CSR is issued: ``_kubelet_via_csr``)."""
+        s = self.settings
+        if not s.kubelet.enabled:
+            log.info("kubelet API off (set kubelet.tls_cert_file and kubelet.tls_key_file, or kubelet.csr)")
+            return
+        if s.kubelet.tls_cert_file and s.kubelet.tls_key_file:
+            await self._serve_kubelet(
+                server_tls(s.kubelet.tls_cert_file, s.kubelet.tls_key_file, s.kubelet.client_ca_file)
+            )
+
+    async def _serve_kubelet(self, tls: ssl.SSLContext) -> None:
+        s = self.settings
+        assert self.controller is not None
+        host = s.kubelet.bind_host or s.node.internal_ip
+        try:
+            self.kubelet = AsgiServer(
+                create_kubelet_app(self.controller, self._authenticator(anonymous=s.kubelet.anonymous)),
+                host,
+                s.node.kubelet_port,
+                ssl_context=tls,
+            )
+        except OSError as exc:
+            raise ConfigError(f"node.kubelet_port: {host}:{s.node.kubelet_port}: {exc}") from None
+        await self.kubelet.start()
+        log.info("kubelet API on %s", self.kubelet.url)
+
+    async def _kubelet_via_csr(self) -> None:
+        """Obtain the serving cert through a CSR, serve, and keep it renewed (supervised)."""
+        s = self.settings
+        assert self.kube is not None
+        directory = Path(s.kubelet.cert_dir or tempfile.mkdtemp(prefix="vkprovider-kubelet-"))
+        addresses = [s.node.internal_ip]
+        pair = await request_serving_cert(self.kube, s.node.name, addresses, directory)
+        tls = server_tls(str(pair.cert), str(pair.key), s.kubelet.client_ca_file)
+        if self.kubelet is None:
+            await self._serve_kubelet(tls)
+        await keep_renewed(self.kube, s.node.name, addresses, directory, pair, tls)
 
     def _bound_pods(self) -> list[dict[str, Any]]:
         """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
@@ -177,6 +242,8 @@ class Service:
                 group.create_task(supervise("gate", self.gate.run))
 
     async def _close(self) -> None:
+        if self.kubelet is not None:
+            await self.kubelet.stop()
         if self.admin is not None:
             await self.admin.stop()
         for provider in self.providers.values():

@@ -20,6 +20,7 @@ from vkprovider.plugins.api import (
     Capabilities,
     DeploymentRequest,
     DeploymentStatus,
+    DeploymentUsage,
     LogOptions,
     NotFound,
     Offer,
@@ -90,7 +91,9 @@ class FakeCloudProvider:
             name=self._name,
             adapter="fakecloud",
             version=__version__,
-            capabilities=Capabilities(logs=True, watch=True, rate_limit=RateLimit()),  # no API limit
+            capabilities=Capabilities(
+                logs=True, watch=True, metrics=True, rate_limit=RateLimit()
+            ),  # no API limit
         )
 
     async def probe(self) -> None:
@@ -148,6 +151,13 @@ class FakeCloudProvider:
         )
         async for chunk in self._stream(f"/deployments/{uid}/logs", params, timeout):
             yield chunk
+
+    async def usage(self, node_name: str) -> builtins.list[DeploymentUsage]:
+        """CPU/memory of this node's running deployments (``GET /v1/usage``), one call for all."""
+        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
+        response = await self._call("GET", "/usage", params=params)
+        usage: builtins.list[DeploymentUsage] = self._parse(response, DeploymentUsage, many=True)
+        return usage
 
     async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
         """Yields every status change; ends with ``Transient`` if the stream breaks (the caller

@@ -19,6 +19,7 @@ from .admin import admin_router
 from .config import FakeCloudConfig, Knobs
 from .routes import api_router
 from .state import ApiError, Store
+from .usage import load_router, usage_router
 from .wire import API_PREFIX
 
 
@@ -93,6 +94,8 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
     app.state.store = store or Store(config)
     app.include_router(api_router, prefix=API_PREFIX)
     app.include_router(admin_router, prefix="/admin")
+    app.include_router(usage_router, prefix=API_PREFIX)
+    app.include_router(load_router, prefix="/admin")
 
     @app.middleware("http")
     async def chaos_and_auth(

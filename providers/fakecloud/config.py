@@ -82,6 +82,9 @@ class Lifecycle(_Strict):
     log_interval_seconds: float = Field(default=1.0, gt=0)
     watch_poll_seconds: float = Field(default=0.1, gt=0)
     watch_heartbeat_seconds: float = Field(default=5.0, gt=0)
+    log_lines: list[str] = Field(
+        default=[], description="lines each container logs when it starts (after its env names)"
+    )
 
 
 class FakeCloudConfig(_Strict):

@@ -130,6 +130,9 @@ def log_lines(d: Deployment, config: FakeCloudConfig, now: float) -> list[tuple[
         lines.append((d.created, c.name, f"pulling image {c.image}"))
         if started <= stop:
             lines.append((started, c.name, f"container {c.name} started"))
+            if c.env:  # names only: values may be secrets
+                lines.append((started, c.name, "env: " + " ".join(sorted({e.name for e in c.env}))))
+            lines.extend((started, c.name, text) for text in life.log_lines)
         if serving <= stop:
             port = next((p.container_port for p in c.ports), None)
             lines.append((serving, c.name, f"ready: serving on port {port}" if port else "ready"))

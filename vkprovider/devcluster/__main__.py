@@ -11,6 +11,7 @@ import asyncio
 import sys
 import time
 
+from vkprovider.devcluster import metrics_server
 from vkprovider.devcluster.build import BuildError, Toolchain, build
 from vkprovider.devcluster.cluster import Cluster, run_root
 from vkprovider.devcluster.kueue_build import build_kueue
@@ -21,7 +22,7 @@ def _export_line(cluster: Cluster) -> str:
     return f"export KUBECONFIG={cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH"
 
 
-async def _up(name: str, nodes: int) -> int:
+async def _up(name: str, nodes: int, with_metrics_server: bool = False) -> int:
     existing = Cluster.load(run_root() / name)
     if existing is not None and existing.running():
         print(f"cluster {name!r} is already running", file=sys.stderr)
@@ -29,6 +30,13 @@ async def _up(name: str, nodes: int) -> int:
         return 0
     started = time.monotonic()
     cluster = await Cluster.start(name, gpu_nodes=nodes)
+    if with_metrics_server:
+        try:
+            url = await metrics_server.start(cluster)
+        except BaseException:
+            await cluster.stop()
+            raise
+        print(f"metrics-server on {url} (v1beta1.metrics.k8s.io)", file=sys.stderr)
     print(
         f"cluster {name!r} ready in {time.monotonic() - started:.1f}s "
         f"({nodes} kwok GPU nodes); logs in {cluster.workdir / 'logs'}",
@@ -55,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start a local control plane and leave it running")
     up.add_argument("--name", default="dev")
     up.add_argument("--nodes", type=int, default=2, help="kwok local-GPU nodes (default 2)")
+    up.add_argument(
+        "--metrics-server", action="store_true", help="also start metrics-server (kubectl top, HPA)"
+    )
     down = sub.add_parser("down", help="stop a cluster started with up")
     down.add_argument("--name", default="dev")
     args = parser.parse_args(argv)
@@ -66,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.nodes < 0:
                 parser.error("--nodes must be >= 0")
-            return asyncio.run(_up(args.name, args.nodes))
+            return asyncio.run(_up(args.name, args.nodes, args.metrics_server))
         return asyncio.run(_down(args.name))
     except (BuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)

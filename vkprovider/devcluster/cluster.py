@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -25,9 +27,11 @@ import yaml
 
 from vkprovider.devcluster import audit, kwok, pki
 from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 
 READY_TIMEOUT_SECONDS = 120.0
+log = logging.getLogger(__name__)
 
 
 def run_root() -> Path:
@@ -44,7 +48,23 @@ def sweep_dead_clusters() -> None:
     for workdir in root.iterdir():
         cluster = Cluster.load(workdir)
         if cluster is not None and not any(p.alive() for p in cluster.processes):
+            if cluster.kubelet_net is not None:
+                cluster.kubelet_net.remove()
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kubelet_net(name: str) -> KubeletNet | None:
+    """A namespace address for the kubelet API, or None (with a warning) where ``ip netns``
+    is not allowed: the cluster still works, only proxying to the virtual node does not."""
+    try:
+        return KubeletNet.create(re.sub(r"[^a-z0-9-]", "-", name.lower())[:30])
+    except NetnsError as exc:
+        log.warning(
+            "no kubelet network namespace (nodes/<n>/proxy and kubectl logs will not reach "
+            "the virtual node): %s",
+            exc,
+        )
+        return None
 
 
 @dataclass
@@ -63,6 +83,9 @@ class Cluster:
     audit_users: tuple[str, ...] = ()
     #: the arguments each component was started with, so ``restart_component`` can start it again
     argv: dict[str, list[str]] = field(default_factory=dict)
+    #: The virtual node's kubelet address beyond loopback (see ``netns``), and its serving cert.
+    kubelet_net: KubeletNet | None = None
+    kubelet_serving: pki.CertPair | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -113,6 +136,7 @@ class Cluster:
             audit_users=tuple(audit_users),
         )
         try:
+            cluster.kubelet_net = await asyncio.to_thread(_kubelet_net, name)
             await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays, kueue=kueue)
             if kueue:
                 from vkprovider.devcluster.kueue import start_kueue
@@ -150,6 +174,20 @@ class Cluster:
             organization="system:masters",
             client=True,
         )
+        kubelet_ips = ("127.0.0.1",) + ((self.kubelet_net.host_ip,) if self.kubelet_net else ())
+        self.kubelet_serving = ca.issue(
+            pki_dir, "kubelet-serving", "system:node:vk", server=True, ip_addresses=kubelet_ips
+        )
+        # for metrics-server on the same address, if a test starts it (devcluster.metrics_server)
+        ca.issue(
+            pki_dir,
+            "metrics-server",
+            "metrics-server",
+            server=True,
+            dns_names=("metrics-server.kube-system.svc",),
+            ip_addresses=kubelet_ips,
+        )
+        front_proxy = ca.issue(pki_dir, "front-proxy-client", "front-proxy-client", client=True)
         sa = pki.service_account_keys(pki_dir)
         self._write_kubeconfig()
 
@@ -186,7 +224,17 @@ class Cluster:
                 f"--client-ca-file={ca.pair.cert}",
                 f"--kubelet-client-certificate={kubelet_client.cert}",
                 f"--kubelet-client-key={kubelet_client.key}",
+                f"--kubelet-certificate-authority={ca.pair.cert}",
                 "--kubelet-preferred-address-types=InternalIP",
+                # the aggregation layer (metrics-server): authenticate to it as front-proxy-client
+                f"--requestheader-client-ca-file={ca.pair.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={front_proxy.cert}",
+                f"--proxy-client-key-file={front_proxy.key}",
+                "--enable-aggregator-routing=true",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa.cert}",
                 f"--service-account-signing-key-file={sa.key}",
@@ -264,6 +312,9 @@ class Cluster:
         for proc in reversed(self.processes):
             await asyncio.to_thread(proc.stop)
         self.processes.clear()
+        if self.kubelet_net is not None:
+            await asyncio.to_thread(self.kubelet_net.remove)
+            self.kubelet_net = None
         (self.workdir / "state.json").unlink(missing_ok=True)
         if remove:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -279,6 +330,10 @@ class Cluster:
             "admin": [str(self.admin.cert), str(self.admin.key)],
             "gpu_nodes": self.gpu_nodes,
             "processes": [p.to_json() for p in self.processes],
+            "kubelet_net": self.kubelet_net.to_json() if self.kubelet_net else None,
+            "kubelet_serving": [str(self.kubelet_serving.cert), str(self.kubelet_serving.key)]
+            if self.kubelet_serving
+            else None,
         }
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
@@ -297,6 +352,10 @@ class Cluster:
             admin=pki.CertPair(Path(state["admin"][0]), Path(state["admin"][1])),
             processes=[Process.from_json(p) for p in state["processes"]],
             gpu_nodes=list(state["gpu_nodes"]),
+            kubelet_net=KubeletNet.from_json(state["kubelet_net"]) if state.get("kubelet_net") else None,
+            kubelet_serving=pki.CertPair(*map(Path, state["kubelet_serving"]))
+            if state.get("kubelet_serving")
+            else None,
         )
 
     @property

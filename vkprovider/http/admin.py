@@ -6,6 +6,11 @@ caches *in the current term*, and for a standby replica, which says it is one (a
 ``/state`` is the operator's view (``vkprovider status`` renders it): per provider its health,
 breaker, catalog age, pods and spend; spend per provider and namespace; blocklist entries with
 their expiry; the queue.
+
+``/healthz``, ``/readyz`` and ``/metrics`` are open (probes, Prometheus). ``/state``,
+``/placement`` and ``/explain`` (which can call providers) need an authenticated, authorized
+caller when an ``Authenticator`` is given, which the service does whenever the admin API binds
+anything but loopback (:func:`vkprovider.http.auth.is_loopback_bind`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from vkprovider.http.auth import Authenticator, AuthMiddleware, admin_attributes, admin_protects
 from vkprovider.http.explain import explain_router
 from vkprovider.http.state import operator_state
 from vkprovider.placement import Placer
@@ -31,9 +37,16 @@ class _GateView(Protocol):
 
 
 def create_admin_app(
-    placer: Placer, controller: PodController, node: _NodeView | None = None, gate: _GateView | None = None
+    placer: Placer,
+    controller: PodController,
+    node: _NodeView | None = None,
+    gate: _GateView | None = None,
+    *,
+    auth: Authenticator | None = None,
 ) -> FastAPI:
     app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None)
+    if auth is not None:
+        app.add_middleware(AuthMiddleware, auth=auth, attributes=admin_attributes, protects=admin_protects)
     app.include_router(explain_router(placer, node_name=controller.node_name))
 
     @app.get("/healthz")

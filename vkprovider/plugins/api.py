@@ -2,8 +2,8 @@
 
 An adapter is a class with a nested pydantic ``Settings`` model and a constructor
 ``__init__(self, name: str, settings: Settings)``, registered under the ``vkprovider.providers``
-entry-point group. It implements :class:`Provider`, and optionally :class:`SupportsLogs` and
-:class:`SupportsWatch` (declared through ``ProviderInfo.capabilities``).
+entry-point group. It implements :class:`Provider`, and optionally :class:`SupportsLogs`,
+:class:`SupportsWatch` and :class:`SupportsMetrics` (declared through ``ProviderInfo.capabilities``).
 
 Contract rules (the contract suite, :mod:`vkprovider.contract`, checks every one; the field-level
 reference is docs/plugin-api.md):
@@ -52,8 +52,10 @@ from vkprovider.models import (
     Container,
     ContainerState,
     ContainerStatus,
+    ContainerUsage,
     DeploymentRequest,
     DeploymentStatus,
+    DeploymentUsage,
     EnvVar,
     FileMount,
     LogOptions,
@@ -93,8 +95,10 @@ __all__ = [
     "Container",
     "ContainerState",
     "ContainerStatus",
+    "ContainerUsage",
     "DeploymentRequest",
     "DeploymentStatus",
+    "DeploymentUsage",
     "EnvVar",
     "FileMount",
     "InvalidRequest",
@@ -112,6 +116,7 @@ __all__ = [
     "RateLimit",
     "RegistryCredential",
     "SupportsLogs",
+    "SupportsMetrics",
     "SupportsWatch",
     "TokenBucket",
     "Transient",
@@ -196,6 +201,16 @@ class SupportsWatch(Protocol):
 
     def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
         """Yield every status transition of this node's deployments, up to and including terminal."""
+        ...
+
+
+@runtime_checkable
+class SupportsMetrics(Protocol):
+    """Optional: resource use of this node's deployments (``capabilities.metrics``), served on the
+    kubelet API's ``/metrics/resource`` and ``/stats/summary`` for ``kubectl top`` and HPAs."""
+
+    async def usage(self, node_name: str) -> list[DeploymentUsage]:
+        """Current usage of every running deployment labelled for ``node_name`` (one call for all)."""
         ...
 
 
