@@ -9,6 +9,9 @@ so: the kube-apiserver stopped taking connections 9 s after a serve-sigkill, wit
 it, and never came back; the proxy refused every connection for 5 minutes.) The death is
 recorded with how the process ended (a signal, an exit code) and the tail of its log, which is
 copied into the run's workdir because the session cluster's directory is removed at the end.
+A SIGTERMed apiserver refuses new connections at once but exits only after its ~60 s graceful
+shutdown, so the death is recorded at the exit; the proxies' refusal count (in the summary)
+shows when the outage began.
 """
 
 from __future__ import annotations
