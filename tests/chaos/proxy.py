@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 
 class TcpProxy:
@@ -21,6 +22,9 @@ class TcpProxy:
         self._open: set[asyncio.StreamWriter] = set()
         #: while set, every connection is refused (a network partition of this one client)
         self.blocked = False
+        #: connections refused because the apiserver did not take them (it is down), and why
+        self.refused = 0
+        self.last_refusal = ""
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -56,7 +60,9 @@ class TcpProxy:
             return
         try:
             up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), 5)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError) as exc:
+            self.refused += 1
+            self.last_refusal = f"{time.strftime('%H:%M:%S')} {type(exc).__name__}: {exc}"
             writer.transport.abort()  # the apiserver is down: refuse, as it would
             return
         self._open.update((writer, up_writer))

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from vkprovider_fakecloud.ledger import LedgerEntry, overlaps
 
-from tests.chaos.rig import Rig
+from tests.chaos.rig import Rig, Window
 
 JSON = dict[str, Any]
 AFTER_EFFECT_SECONDS = 15.0
@@ -26,6 +26,8 @@ BILL_TAIL_SECONDS = 10.0
 #: summaries of the runs of this session, printed by conftest's terminal summary
 PRINTED: list[str] = []
 ANNOTATION_PROVIDER = "vkprovider.io/provider"
+#: the table's row for a control-plane component that died with no fault on it
+DIED = "control-plane-died"
 
 
 @dataclass
@@ -50,6 +52,10 @@ class Report:
     ledger_entries: int = 0
     #: informational: deployments that billed on > BILL_TAIL_SECONDS after their pod was gone
     bill_tails: list[str] = field(default_factory=list)
+    #: informational: control-plane components that died with no fault on them (see controlplane)
+    control_plane: list[str] = field(default_factory=list)
+    #: informational: per proxy, connections refused because the apiserver did not take them
+    refused: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [
@@ -67,6 +73,8 @@ class Report:
             *_section(
                 f"(info) bills running on > {BILL_TAIL_SECONDS:.0f}s after the pod was gone", self.bill_tails
             ),
+            *_section("(info) control-plane components that died with no fault on them", self.control_plane),
+            *_section("(info) connections the apiserver proxies refused", self.refused),
             self.table,
         ]
         return "\n".join(lines)
@@ -82,6 +90,17 @@ def _section(title: str, items: list[str]) -> list[str]:
 
 async def collect(rig: Rig) -> Report:
     report = Report(rig.seed)
+    report.control_plane = [d.describe() for d in rig.deaths]
+    report.refused = [
+        f"{name}: {p.refused} (last {p.last_refusal})" for name, p in rig.proxies.items() if p.refused
+    ]
+    await rig.watch_control_plane()
+    if not await rig.wait_for(rig.apiserver_answers, timeout=60):
+        # Read as "no pods", every deployment would look orphaned: name the real cause instead.
+        raise RuntimeError(
+            "the apiserver does not answer the rig: the invariants cannot be read; "
+            + ("; ".join(d.describe() for d in rig.deaths) or "no control-plane component died")
+        )
     report.converged = await rig.converged()
     pods = await rig.list_pods() or []
     by_uid = {p["metadata"]["uid"]: p for p in pods}
@@ -270,10 +289,11 @@ async def _secret_leaks(rig: Rig) -> list[str]:
 
 def table(rig: Rig, report: Report) -> str:
     """fault x times injected x pods affected x lost / orphaned / duplicated."""
-    kinds = sorted({w.kind for w in rig.windows})
+    windows = [*rig.windows, *(Window(DIED, d.at, d.restarted_at or d.at, d.component) for d in rig.deaths)]
+    kinds = sorted({w.kind for w in windows})
     empty = {"times": 0, "pods": set(), "lost": 0, "orphaned": 0, "duplicated": 0, "crashes": 0}
     rows = {k: copy.deepcopy(empty) for k in [*kinds, "churn only"]}
-    for window in rig.windows:
+    for window in windows:
         row = rows[window.kind]
         row["times"] += 1
         end = window.ended + AFTER_EFFECT_SECONDS
@@ -282,7 +302,7 @@ def table(rig: Rig, report: Report) -> str:
         }
 
     def attribute(at: float) -> str:
-        hit = [w for w in rig.windows if w.started <= at <= w.ended + AFTER_EFFECT_SECONDS]
+        hit = [w for w in windows if w.started <= at <= w.ended + AFTER_EFFECT_SECONDS]
         return hit[-1].kind if hit else "churn only"
 
     for column, findings in (

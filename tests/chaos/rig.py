@@ -23,6 +23,7 @@ import yaml
 from vkprovider_fakecloud.config import parse_config
 from vkprovider_fakecloud.server import FakeCloudServer
 
+from tests.chaos import controlplane
 from tests.chaos.faults import FAULTS
 from tests.chaos.proxy import TcpProxy
 from tests.chaos.serve import Replica, plugin_command, write_config
@@ -85,6 +86,8 @@ class Rig:
     injected_losses: set[str] = field(default_factory=set)
     churn: dict[str, int] = field(default_factory=dict)
     faults_ended: float = 0.0
+    #: control-plane components that died with no fault on them (restarted by the rig)
+    deaths: list[controlplane.Death] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     _kube: httpx.AsyncClient | None = None
     _http: httpx.AsyncClient | None = None
@@ -432,6 +435,23 @@ class Rig:
                 if replica.proc is not None and replica.proc.poll() is not None and not replica.held_down:
                     self.note(f"replica {replica.identity} exited by itself (rc {replica.proc.returncode})")
                     replica.check()
+            await self.watch_control_plane()
+
+    async def watch_control_plane(self) -> None:
+        """Restart a control-plane component that died while no fault was restarting it, and
+        record it (``controlplane``): the service is not to blame for an apiserver that is gone."""
+        current = self.windows[-1] if self.windows and not self.windows[-1].ended else None
+        busy = (
+            {controlplane.RESTARTS[current.kind]}
+            if current and current.kind in controlplane.RESTARTS
+            else set()
+        )
+        for death in await controlplane.check(self.cluster, self.workdir, busy):
+            self.deaths.append(death)
+            self.note(f"CONTROL PLANE: {death.describe()}")
+
+    async def apiserver_answers(self) -> bool:
+        return await self.list_pods() is not None
 
     async def stop(self) -> None:
         for replica in self.replicas:

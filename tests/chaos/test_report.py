@@ -6,6 +6,7 @@ import calendar
 import time
 from pathlib import Path
 
+from tests.chaos.controlplane import Death
 from tests.chaos.report import Finding, Report, loop_crashes, table
 from tests.chaos.rig import Plan, PodTrace, Rig, Window
 
@@ -52,3 +53,16 @@ def test_table_attributes_each_violation_to_the_fault_window_around_it(tmp_path:
     assert rows["watch-cut"] == ["1", "2", "0", "0", "0", "2"]  # p2 seen within 15 s after
     assert rows["provider-5xx"] == ["1", "0", "0", "0", "0", "0"]
     assert rows["churn"] == ["only", "3", "2", "0", "0", "1", "0"]
+
+
+def test_a_control_plane_death_gets_its_own_row_and_its_aftermath(tmp_path: Path) -> None:
+    rig = Rig(cluster=None, workdir=tmp_path, seed=1, plan=Plan(faults=["watch-cut"], seconds=1))  # type: ignore[arg-type]
+    rig.windows = [Window("watch-cut", 100.0, 110.0)]
+    rig.deaths = [Death("kube-apiserver", 42, 200.0, "exited with code 0", tmp_path / "log", 230.0)]
+    rig.pods = {"u1": PodTrace("p1", 190.0, 260.0)}
+    report = Report(seed=1)
+    report.orphans = [Finding(240.0, "gone while the apiserver was"), Finding(400.0, "later")]
+    rows = {line.split()[0]: line.split()[1:] for line in table(rig, report).splitlines()[2:-1]}
+    assert rows["control-plane-died"] == ["1", "1", "0", "1", "0", "0"]
+    assert rows["churn"][4] == "1"  # ("only", times, pods, lost, orphaned): the later one is churn's
+    assert "restarted by the rig after 30s" in rig.deaths[0].describe()

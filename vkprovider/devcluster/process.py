@@ -2,8 +2,10 @@
 
 Processes run in their own session so that ``make cluster-up`` can exit and leave them
 running; their PIDs are recorded so ``cluster-down`` (or the next ``up``) stops exactly them.
-A PID is only signalled if its command line still names the binary we started, so a
-recycled PID is never killed.
+A PID is only signalled if it is still the process we started: same start time (recorded at
+spawn) and a command line naming the binary. The binary alone is not enough: every cluster on
+the machine runs the same kube-apiserver, and PIDs wrap (``pid_max`` is often 32768), so a
+stale state file or a twice-stopped ``Process`` could otherwise SIGTERM another run's apiserver.
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ class Process:
     pid: int
     binary: str
     log: Path
+    #: start time of the PID (``/proc/<pid>/stat`` field 22); None in old state files
+    started: int | None = None
 
     def alive(self) -> bool:
-        """True if the PID still runs the binary we started (zombies count as dead)."""
+        """True if the PID is still the process we started (zombies count as dead)."""
         child = _CHILDREN.get(self.pid)
         if child is not None:
             return child.poll() is None
@@ -75,6 +79,8 @@ class Process:
             return False
         if "\nState:\tZ" in status:
             return False
+        if self.started is not None and start_time(self.pid) != self.started:
+            return False  # the PID was recycled
         argv0 = cmdline.split(b"\0", 1)[0].decode(errors="replace")
         return argv0 in ("", self.binary)  # empty while the kernel is mid-exec
 
@@ -112,11 +118,24 @@ class Process:
             os.waitpid(self.pid, os.WNOHANG)
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "pid": self.pid, "binary": self.binary, "log": str(self.log)}
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "binary": self.binary,
+            "log": str(self.log),
+            "started": self.started,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Process:
-        return cls(str(data["name"]), int(str(data["pid"])), str(data["binary"]), Path(str(data["log"])))
+        started = data.get("started")
+        return cls(
+            str(data["name"]),
+            int(str(data["pid"])),
+            str(data["binary"]),
+            Path(str(data["log"])),
+            None if started is None else int(str(started)),
+        )
 
 
 def spawn(
@@ -135,4 +154,13 @@ def spawn(
             env={**os.environ, **(env or {})},
         )
     _CHILDREN[popen.pid] = popen
-    return Process(name, popen.pid, str(binary), log)
+    return Process(name, popen.pid, str(binary), log, start_time(popen.pid))
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot: with the PID, it names one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])

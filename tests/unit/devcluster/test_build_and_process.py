@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from vkprovider.devcluster import BuildError, Cluster, StartupError, Toolchain, build
 from vkprovider.devcluster.build import ALL_BINARIES, _recipe
-from vkprovider.devcluster.process import ensure_port_free, spawn
+from vkprovider.devcluster.process import Process, ensure_port_free, spawn, start_time
 
 
 def _fake_complete_cache(root: Path) -> Toolchain:
@@ -123,3 +124,23 @@ def test_port_in_time_wait_is_free() -> None:
     ensure_port_free(port, "demo")  # no "already in use"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", port))  # the trap the check avoids
+
+
+def test_a_recycled_pid_running_the_same_binary_is_not_ours(tmp_path: Path) -> None:
+    """Every cluster runs the same kube-apiserver binary and PIDs wrap: a Process recorded with
+    another start time (a stale state file, a process that died long ago) must neither count as
+    alive nor be signalled, though its PID now runs that binary."""
+    other = subprocess.Popen(["/bin/sleep", "30"])  # another run's process: not our child
+    try:
+        started = start_time(other.pid)
+        assert started is not None
+        ours = Process("sleeper", other.pid, "/bin/sleep", tmp_path / "log", started)
+        assert ours.alive()
+        assert Process.from_json(ours.to_json()) == ours
+        stale = Process("sleeper", other.pid, "/bin/sleep", tmp_path / "log", started - 1)
+        assert not stale.alive()
+        stale.stop(grace=1)
+        assert other.poll() is None, "the recycled PID was signalled"
+    finally:
+        other.kill()
+        other.wait()
