@@ -26,6 +26,8 @@ import logging
 from vkprovider.errors import NotFound, ProviderError
 from vkprovider.kube import resources
 from vkprovider.kube.client import JSON
+from vkprovider.kube.informer import object_key
+from vkprovider.logs import pod_action
 from vkprovider.models import DeploymentStatus, Phase
 from vkprovider.pods import reasons
 from vkprovider.pods.context import ANNOTATION_PROVIDER, Requeue, SyncDeps, parse_time
@@ -65,8 +67,14 @@ class Deletion:
         pod: JSON | None = None,
     ) -> None:
         """Delete ``uid`` wherever it may run; raises ``ProviderError`` if any delete fails."""
+        key = object_key(pod) if pod is not None else (self._deps.states.key_of(uid) or "")
         for name in self.holders(uid, pod):
-            await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds)
+            try:
+                await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds)
+            except ProviderError as exc:
+                pod_action(log, "delete", "failed", pod=key, uid=uid, provider=name, error=str(exc))
+                raise
+            pod_action(log, "delete", "ok", pod=key, uid=uid, provider=name)
         self._deps.tracker.forget(uid)
         if not keep_placement:
             self._deps.placer.release(uid)

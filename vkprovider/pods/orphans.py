@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from vkprovider.errors import ProviderError
 from vkprovider.kube.client import JSON
 from vkprovider.kube.informer import object_key
+from vkprovider.logs import pod_action
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.sync import ANNOTATION_PROVIDER
@@ -71,20 +72,23 @@ async def collect_orphans(term: Term, providers: Mapping[str, Provider], placer:
         provider = providers.get(tracked.provider)
         if not why or provider is None:
             continue
-        extra = {"uid": uid, "provider": tracked.provider}
-        log.info("deleting orphaned deployment of pod %s on %s: %s", uid, tracked.provider, why, extra=extra)
         try:
             await provider.delete(uid)
         except ProviderError as exc:
             result.failed += 1
-            log.warning(
-                "deleting orphaned deployment of pod %s on %s failed: %s",
-                uid,
-                tracked.provider,
-                exc,
-                extra=extra,
+            pod_action(
+                log,
+                "orphan-delete",
+                "failed",
+                pod="",
+                uid=uid,
+                provider=tracked.provider,
+                why=why,
+                error=str(exc),
+                level=logging.WARNING,
             )
             continue
+        pod_action(log, "orphan-delete", "ok", pod="", uid=uid, provider=tracked.provider, why=why)
         term.tracker.forget(uid, tracked.provider)
         if uid not in pods and next(term.tracker.entries(uid), None) is None:
             placer.release(uid)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from vkprovider.errors import InvalidRequest, ProviderError, Unschedulable
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.events import EventRecorder
+from vkprovider.kube.informer import object_key
+from vkprovider.logs import pod_action
 from vkprovider.models import ContainerState, Phase
 from vkprovider.placement import NotPlaced, Placer
 from vkprovider.placement.explain import ANNOTATION_KEY, annotation_value, event_message
@@ -43,6 +45,9 @@ from vkprovider.pods.writer import StatusWriter
 from vkprovider.translate import MissingReference, ObjectSource, translate_pod
 
 log = logging.getLogger(__name__)
+
+#: Placement warnings that mean "this candidate refused, the next one was tried".
+FAILOVER_REASONS = frozenset({"ProviderNoCapacity", "ProviderCreateFailed", "ProviderDisabled"})
 
 #: The kubelet's waiting reason for a container whose ConfigMap/Secret reference cannot be resolved.
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
@@ -167,6 +172,9 @@ class PodSync:
         try:
             placement = await self.placer.deploy(translation.request, placement_context(pod))
         except InvalidRequest as exc:
+            pod_action(
+                log, "deploy", "invalid", pod=object_key(pod), uid=pod["metadata"]["uid"], error=str(exc)
+            )
             await self.events.pod(pod, "Warning", reasons.PROVIDER_CREATE_FAILED, str(exc))
             return await self._fail(
                 pod,
@@ -175,6 +183,9 @@ class PodSync:
                 str(exc),
             )
         except NotPlaced as exc:
+            pod_action(
+                log, "deploy", exc.reason, pod=object_key(pod), uid=pod["metadata"]["uid"], error=exc.message
+            )
             for reason, message in exc.warnings:
                 await self.events.pod(pod, "Warning", reason, message)
             await self.events.pod(pod, "Warning", exc.reason, exc.message)
@@ -185,9 +196,21 @@ class PodSync:
             await self.events.pod(pod, "Warning", exc.reason, exc.message)
             await self.writer.pending(pod, exc.reason, exc.message)
             return Requeue(backoff=True)
-        for reason, message in placement.warnings:
-            await self.events.pod(pod, "Warning", reason, message)
         uid = pod["metadata"]["uid"]
+        for reason, message in placement.warnings:
+            if reason in FAILOVER_REASONS:
+                pod_action(log, "failover", reason, pod=object_key(pod), uid=uid, error=message)
+            await self.events.pod(pod, "Warning", reason, message)
+        pod_action(
+            log,
+            "deploy",
+            "ok",
+            pod=object_key(pod),
+            uid=uid,
+            provider=placement.provider,
+            offer=placement.offer.offer_id,
+            price_per_hour=placement.offer.price_per_hour,
+        )
         record.restarting = False
         record.deployment_deleted = False
         self.tracker.record(uid, placement.provider, placement.status)
@@ -310,6 +333,7 @@ class PodSync:
             record.restarting = True
             await self.writer.write(pod, status, tracked.provider, restarts=record.restarts, phase="Running")
             await self.deletion.delete_deployment(uid, keep_placement=True)
+            pod_action(log, "restart", policy, pod=object_key(pod), uid=uid, provider=tracked.provider)
             await self.events.pod(pod, "Normal", "Restarting", f"container exited; restartPolicy {policy}")
             return Requeue(backoff=True)
         if status.phase is Phase.SUCCEEDED:

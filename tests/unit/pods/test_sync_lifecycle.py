@@ -4,8 +4,10 @@ graceful deletion, provider outages, conditions other writers own, and the write
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
+import pytest
 from pod_sync_fakes import NODE, gpu_pod, world
 
 from vkprovider.models import Phase
@@ -346,3 +348,25 @@ async def test_ready_taken_away_by_another_writer_is_written_back() -> None:
     assert shown is not None
     ready_now = {c["type"]: c["status"] for c in shown["status"]["conditions"]}
     assert ready_now["Ready"] == "True" and ready_now["ContainersReady"] == "True"
+
+
+async def test_each_deploy_and_delete_leaves_one_incident_line(caplog: pytest.LogCaptureFixture) -> None:
+    """On call builds the incident timeline from these lines: pod, UID, provider, offer, outcome."""
+    caplog.set_level(logging.INFO, logger="vkprovider.pods")
+    w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.kube.update(
+        "ns",
+        "p",
+        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 0}},
+    )
+    await w.run(pod)
+    lines = [
+        (r.getMessage(), getattr(r, "outcome", None), getattr(r, "provider", None)) for r in caplog.records
+    ]
+    deploys = [r for r in caplog.records if r.getMessage() == "deploy"]
+    assert len(deploys) == 1
+    assert (deploys[0].pod, deploys[0].uid, deploys[0].provider) == ("ns/p", "uid-1", "cheap")  # type: ignore[attr-defined]
+    assert deploys[0].offer and deploys[0].outcome == "ok"  # type: ignore[attr-defined]
+    assert ("delete", "ok", "cheap") in lines
