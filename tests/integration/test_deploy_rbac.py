@@ -53,6 +53,8 @@ KEY_SECRET = "vkprovider-system/vkprovider-provider-keys"
 #: Granted (verb, group, resource) that this run need not exercise, and why they stay.
 KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     ("get", "", "pods"): "re-read of a pod after a 409 on its status write (only under a race)",
+    ("patch", "", "pods"): "placement annotations ride the status patch; a metadata patch of their own "
+    "only when no status write follows the create (e.g. the provider's API went away right after)",
     ("create", "authentication.k8s.io", "tokenreviews"): "kubelet API / admin API authentication",
     ("create", "authorization.k8s.io", "subjectaccessreviews"): "kubelet API / admin API authorization",
     ("create", "certificates.k8s.io", "certificatesigningrequests"): "kubelet serving cert (kubelet.csr)",
