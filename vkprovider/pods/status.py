@@ -181,6 +181,10 @@ def build_status(
     phase = phase or (deployment.phase.value if deployment else Phase.PENDING.value)
     if phase == Phase.UNKNOWN.value:
         phase = current.get("phase") or Phase.PENDING.value
+    if phase == Phase.PENDING.value and current.get("phase") == Phase.RUNNING.value:
+        # A redeploy (restartPolicy) provisions again: like the kubelet with a restarting
+        # container, the pod stays Running with its container waiting; never back to Pending.
+        phase = Phase.RUNNING.value
     containers = container_statuses(
         pod,
         deployment,

@@ -111,3 +111,14 @@ def test_pending_reason_is_what_the_containers_wait_for() -> None:
     )
     waiting = status["containerStatuses"][0]["state"]["waiting"]
     assert waiting == {"reason": "BudgetExceeded", "message": "ns over 2/h"}
+
+
+def test_a_running_pod_whose_deployment_provisions_again_stays_running_and_waits() -> None:
+    """restartPolicy redeploys: the new deployment is Pending, the pod is not (kubelet semantics)."""
+    deployment = DeploymentStatus(uid="u1", phase=Phase.PENDING)
+    status = build_status(pod({"phase": "Running"}), deployment, provider="c", host_ip="h", restarts=1)
+    assert status["phase"] == "Running"
+    assert all("waiting" in c["state"] for c in status["containerStatuses"])
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+    fresh = build_status(pod({"phase": "Pending"}), deployment, provider="c", host_ip="h")
+    assert fresh["phase"] == "Pending"  # a pod that never ran still shows Pending
