@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.chaos import invariants
 from tests.chaos.conftest import chaos_seed
 from tests.chaos.faults import FAULTS
+from tests.chaos.invariant_checks import Invariants
 from tests.chaos.report import Report
 from tests.chaos.rig import Plan
 from tests.chaos.runs import chaos_run
@@ -57,33 +57,5 @@ async def run(cluster: Cluster) -> AsyncIterator[Report]:
     yield await chaos_run(cluster, "long", chaos_seed(), PLAN)
 
 
-async def test_every_deployment_has_its_replicas_running(run: Report) -> None:
-    invariants.replicas_running(run)
-
-
-async def test_no_pod_is_lost(run: Report) -> None:
-    invariants.no_pod_lost(run)
-
-
-async def test_no_deployment_is_orphaned(run: Report) -> None:
-    invariants.no_orphan(run)
-
-
-async def test_no_uid_has_two_live_deployments(run: Report) -> None:
-    invariants.no_twin(run)
-
-
-async def test_no_key_is_stuck_in_the_queue(run: Report) -> None:
-    invariants.no_stuck_key(run)
-
-
-async def test_no_secret_value_in_logs_or_events(run: Report) -> None:
-    invariants.no_secret_leak(run)
-
-
-async def test_the_service_never_exited_by_itself(run: Report) -> None:
-    invariants.no_crash(run)
-
-
-async def test_no_supervised_loop_of_the_service_crashed(run: Report) -> None:
-    invariants.no_loop_crash(run)
+class TestLongRun(Invariants):
+    """The run above, held to every invariant."""
