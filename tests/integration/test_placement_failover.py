@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_pod_lifecycle import create_deployment, events_for, pods_of
+from tests.integration.test_pod_lifecycle import create_deployment, events_with, pods_of
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.placement import PlacementConfig
@@ -65,7 +65,9 @@ async def test_cheapest_out_of_capacity_runs_on_next_in_one_reconcile(
     # One reconcile: cheap refused, premium took it, in the same decision; no failed attempt left behind.
     placement = json.loads(pod["metadata"]["annotations"]["vkprovider.io/placement"])
     assert "NoCapacity" in json.dumps(placement)
-    events = await events_for(kube, namespace, pod["metadata"]["name"])
+    events = await events_with(
+        kube, namespace, pod["metadata"]["name"], "ProviderCreateSuccess", "ProviderNoCapacity"
+    )
     reasons = [e["reason"] for e in events]
     assert reasons.count("ProviderCreateSuccess") == 1 and "ProviderCreateFailed" not in reasons
     (refused,) = [e for e in events if e["reason"] == "ProviderNoCapacity"]

@@ -51,6 +51,17 @@ async def events_for(kube: KubeClient, namespace: str, name: str) -> list[JSON]:
     return list(body["items"])
 
 
+async def events_with(kube: KubeClient, namespace: str, name: str, *reasons: str) -> list[JSON]:
+    """The object's Events once every one of ``reasons`` is among them: Events are written in the
+    background (they trail the status write they describe), so a test waits for them."""
+
+    async def present() -> list[JSON] | None:
+        events = await events_for(kube, namespace, name)
+        return events if set(reasons) <= {e["reason"] for e in events} else None
+
+    return list(await eventually(present))
+
+
 def is_ready(pod: JSON) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -108,7 +119,7 @@ async def test_deployment_runs_on_cheapest_fakecloud_and_becomes_ready(
 
     uids = {p["metadata"]["uid"] for p in ready}
     assert uids == {d["uid"] for d in await cloud_deployments(vnode, "cheap")}
-    events = await events_for(kube, namespace, ready[0]["metadata"]["name"])
+    events = await events_with(kube, namespace, ready[0]["metadata"]["name"], "ProviderCreateSuccess")
     created = [e for e in events if e["reason"] == "ProviderCreateSuccess"]
     assert created and "cheap" in created[0]["message"]
 
@@ -169,8 +180,7 @@ async def test_provider_failure_fails_the_pod_and_a_replacement_runs(
     (failed,) = [p for p in pods if p["metadata"]["uid"] == uid]
     assert failed["status"]["reason"] == "GPUFault"
     assert "Xid 79" in failed["status"]["message"]
-    reasons = {e["reason"] for e in await events_for(kube, namespace, failed["metadata"]["name"])}
-    assert "GPUFault" in reasons
+    await events_with(kube, namespace, failed["metadata"]["name"], "GPUFault")
 
 
 async def test_force_delete_removes_the_external_deployment(vnode: VirtualNode, namespace: str) -> None:
@@ -256,8 +266,7 @@ async def test_graceful_delete_writes_terminated_states_before_the_object_goes(
     (container,) = last["status"]["containerStatuses"]
     assert "terminated" in container["state"], container  # what the pod showed before it went
     assert uid not in await all_cloud_uids(vnode)
-    reasons = {e["reason"] for e in await events_for(kube, namespace, name)}
-    assert "ProviderDeleteSuccess" in reasons
+    await events_with(kube, namespace, name, "ProviderDeleteSuccess")
 
 
 def reachability(pod: JSON) -> JSON | None:
@@ -296,7 +305,9 @@ async def test_provider_api_outage_keeps_pods_and_marks_them_unreachable(
         assert during["status"]["phase"] == "Running" and is_ready(during)  # last observed status kept
         assert "cheap" in (reachability(during) or {})["message"]
         unreachable = [
-            e for e in await events_for(kube, namespace, name) if e["reason"] == "ProviderUnreachable"
+            e
+            for e in await events_with(kube, namespace, name, "ProviderUnreachable")
+            if e["reason"] == "ProviderUnreachable"
         ]
         assert len(unreachable) == 1 and unreachable[0]["type"] == "Warning"
         for rule in rules:

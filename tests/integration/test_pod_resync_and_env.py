@@ -12,6 +12,7 @@ from tests.integration.test_pod_lifecycle import (
     all_cloud_uids,
     create_deployment,
     events_for,
+    events_with,
     is_ready,
     pods_of,
 )
@@ -145,8 +146,7 @@ async def test_env_is_resolved_and_secrets_stay_out_of_logs_and_events(
     assert values["MODEL_API_SERVICE_PORT"].value == "8080"  # service links, from the informer
     assert values["MODEL_API_SERVICE_HOST"].value
 
-    events = await events_for(kube, namespace, pod["metadata"]["name"])
-    assert events
+    events = await events_with(kube, namespace, pod["metadata"]["name"], "ProviderCreateSuccess")
     assert all(SECRET_VALUE not in e["message"] for e in events)
     assert SECRET_VALUE not in caplog.text
     assert SECRET_VALUE not in repr(deployment.request)
