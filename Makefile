@@ -42,9 +42,13 @@ lint: install
 	$(BIN)/lint-imports
 
 # pytest exits 5 when it collects no tests: report it plainly instead of failing obscurely.
+# The suite mostly waits on real control planes (leases, grace periods, HPA syncs), so it runs in
+# TEST_WORKERS pytest-xdist processes, one test file per worker at a time (each worker starts its
+# own session cluster; module-scoped clusters stay one per file). TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 3
 test: install cluster-build prometheus
 	$(BIN)/lint-imports
-	@$(BIN)/python -m pytest -q; rc=$$?; \
+	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
 
 # The long fault-injection run (tests/chaos, docs in tests/chaos/README.md); `make test` runs only
