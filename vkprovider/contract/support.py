@@ -34,7 +34,10 @@ def plugin_command(harness: Harness, name: str, config_dir: Path) -> list[str]:
 
 
 def plugin_supervisor(harness: Harness, name: str, config_dir: Path, **kwargs: Any) -> PluginSupervisor:
-    """A real :class:`PluginSupervisor` running the harness's plugin command."""
+    """A real :class:`PluginSupervisor` running the harness's plugin command. Its start-up
+    allowance is generous: a plugin that imports slowly on a loaded CI machine is not a contract
+    failure (the service's own default stays 15 s)."""
+    kwargs.setdefault("start_timeout", 60.0)
     spec = GrpcPluginConfig(
         command=plugin_command(harness, name, config_dir),
         call_timeout_seconds=CALL_TIMEOUT,
