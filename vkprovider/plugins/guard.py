@@ -4,18 +4,23 @@ Adapters are third-party code. The guard checks what they return (types, phases,
 for, node scoping of ``list``, size) and turns anything unexpected, including a bare exception,
 into a logged ``Transient`` naming the provider, so the pod is retried instead of the service
 dying. ``ProviderError`` subclasses pass through unchanged (with the provider name filled in).
-Cancellation is never swallowed.
+Cancellation is never swallowed. Being the one place every adapter call passes, it also records
+each call's latency and error class (``vkprovider.metrics``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+from prometheus_client import Histogram
 from pydantic import BaseModel
 
 from vkprovider.errors import ProviderError, Transient
+from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS
 from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, Phase, ProviderInfo
 from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
 
@@ -60,22 +65,37 @@ class GuardedProvider:
     def __init__(self, inner: Provider) -> None:
         self.inner = inner
         self._name = inner.name
+        self._seconds: dict[str, Histogram] = {}  #: per call: the labelled child, looked up once
 
     @property
     def name(self) -> str:
         return self._name
 
     async def _call(self, op: str, call: Awaitable[T]) -> T:
+        started = time.perf_counter()
         try:
             return await call
         except ProviderError as exc:
             if exc.provider is None:
                 exc.provider = self._name
+            self._failed(op, exc.code)
+            raise
+        except asyncio.CancelledError:  # a caller's timeout (or shutdown): a hung provider shows
+            self._failed(op, "Cancelled")
             raise
         except Exception as exc:
             raise self._bug(op, exc) from exc
+        finally:
+            seconds = self._seconds.get(op)
+            if seconds is None:
+                seconds = self._seconds[op] = PROVIDER_CALL_SECONDS.labels(self._name, op)
+            seconds.observe(time.perf_counter() - started)
+
+    def _failed(self, op: str, error: str) -> None:
+        PROVIDER_CALL_ERRORS.labels(self._name, op, error).inc()
 
     def _bug(self, op: str, exc: Exception) -> Transient:
+        self._failed(op, "AdapterBug")
         kind = "malformed reply" if isinstance(exc, AdapterBug) else f"unexpected {type(exc).__name__}"
         log.error("provider %s: %s in %s: %s", self._name, kind, op, exc, extra={"provider": self._name})
         return Transient(f"adapter error in {op}: {kind}: {exc}", provider=self._name)
@@ -147,6 +167,7 @@ class GuardedProvider:
                 except ProviderError as exc:
                     if exc.provider is None:
                         exc.provider = self._name
+                    self._failed(op, exc.code)
                     raise
                 except Exception as exc:
                     raise self._bug(op, exc) from exc
