@@ -53,6 +53,36 @@ BOUND_TO_DEPLOYED_SECONDS = Histogram(
 )
 
 
+#: Series created at zero up front: Prometheus's ``rate()``/``increase()`` cannot see the first
+#: value of a series that appears already counted, so a first error (or a burst of first
+#: deployments inside one scrape interval) would read as nothing.
+PLACEMENT_OUTCOMES = ("placed", "NoCandidates", "BudgetExceeded", "CircuitOpen", "AllProvidersFailed")
+PROVIDER_CALLS = ("info", "probe", "offers", "deploy", "get", "list", "delete")
+ERROR_CLASSES = (
+    "InvalidRequest",
+    "NoCapacity",
+    "Transient",
+    "QuotaOrBilling",
+    "NotFound",
+    "ProviderError",
+    "AdapterBug",
+    "Cancelled",
+)
+for _outcome in ("done", "requeued", "transient", "error", "bug"):
+    RECONCILES.labels(_outcome)
+for _outcome in PLACEMENT_OUTCOMES:
+    PLACEMENT_SECONDS.labels(_outcome)
+
+
+def prepare_provider(name: str) -> None:
+    """Create ``name``'s per-provider series at zero (the guard does, once per provider)."""
+    BOUND_TO_DEPLOYED_SECONDS.labels(name)
+    for call in PROVIDER_CALLS:
+        PROVIDER_CALL_SECONDS.labels(name, call)
+        for error in ERROR_CLASSES:
+            PROVIDER_CALL_ERRORS.labels(name, call, error)
+
+
 def bound_at(pod: Mapping[str, Any]) -> float | None:
     """Wall-clock time the pod was bound: PodScheduled's transition, else its creation."""
     for condition in (pod.get("status") or {}).get("conditions") or []:

@@ -20,7 +20,7 @@ from prometheus_client import Histogram
 from pydantic import BaseModel
 
 from vkprovider.errors import ProviderError, Transient
-from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS
+from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS, prepare_provider
 from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, Phase, ProviderInfo
 from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
 
@@ -66,6 +66,7 @@ class GuardedProvider:
         self.inner = inner
         self._name = inner.name
         self._seconds: dict[str, Histogram] = {}  #: per call: the labelled child, looked up once
+        prepare_provider(self._name)
 
     @property
     def name(self) -> str:
