@@ -16,7 +16,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,7 @@ async def test_every_dashboard_query_returns_data_from_the_running_service(
                     await place_pods(kube, namespace, node, clouds["cheap"].url)
                     await check_dashboard(prom, queries)
                     await check_variables(prom, dashboard)
-                    await check_figures(prom, namespace)
+                    await settled(lambda: check_figures(prom, namespace))
             finally:
                 prom_proc.stop()
     finally:
@@ -229,6 +229,21 @@ async def check_variables(prom: httpx.AsyncClient, dashboard: JSON) -> None:
         metric, label = found.groups()
         response = await prom.get(f"/api/v1/label/{label}/values", params={"match[]": metric})
         assert response.json()["data"], f"variable {var['name']}: no values"
+
+
+async def settled(check: Callable[[], Awaitable[None]], timeout: float = 30) -> None:
+    """``check`` passes once the last scrape caught up (it may be a second behind the API)."""
+
+    async def passes() -> bool:
+        try:
+            await check()
+        except AssertionError:
+            return False
+        return True
+
+    with contextlib.suppress(TimeoutError):
+        await eventually(passes, timeout=timeout, interval=1)
+    await check()  # passes now, or fails with its message
 
 
 async def check_figures(prom: httpx.AsyncClient, namespace: str) -> None:
