@@ -57,7 +57,7 @@ BOUND_TO_DEPLOYED_SECONDS = Histogram(
 #: value of a series that appears already counted, so a first error (or a burst of first
 #: deployments inside one scrape interval) would read as nothing.
 PLACEMENT_OUTCOMES = ("placed", "NoCandidates", "BudgetExceeded", "CircuitOpen", "AllProvidersFailed")
-PROVIDER_CALLS = ("info", "probe", "offers", "deploy", "get", "list", "delete")
+PROVIDER_CALLS = ("info", "probe", "offers", "deploy", "get", "list", "delete", "usage")
 ERROR_CLASSES = (
     "InvalidRequest",
     "NoCapacity",

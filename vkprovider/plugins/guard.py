@@ -21,8 +21,16 @@ from pydantic import BaseModel
 
 from vkprovider.errors import ProviderError, Transient
 from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS, prepare_provider
-from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, Phase, ProviderInfo
-from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
+from vkprovider.models import (
+    DeploymentRequest,
+    DeploymentStatus,
+    DeploymentUsage,
+    LogOptions,
+    Offer,
+    Phase,
+    ProviderInfo,
+)
+from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +204,15 @@ class _WatchMixin(GuardedProvider):
             yield self._checked("watch", status, node_name=node_name)
 
 
+class _MetricsMixin(GuardedProvider):
+    async def usage(self, node_name: str) -> list[DeploymentUsage]:
+        assert isinstance(self.inner, SupportsMetrics)
+        usage = await self._call("usage", self.inner.usage(node_name))
+        if not isinstance(usage, list) or not all(isinstance(u, DeploymentUsage) for u in usage):
+            raise self._bug("usage", AdapterBug("usage() must return a list of DeploymentUsage"))
+        return usage
+
+
 class GuardedLogsProvider(_LogsMixin):
     """Guard for a provider with ``logs``."""
 
@@ -208,15 +225,30 @@ class GuardedLogsWatchProvider(_LogsMixin, _WatchMixin):
     """Guard for a provider with ``logs`` and ``watch``."""
 
 
+_MIXINS = (("Logs", _LogsMixin), ("Watch", _WatchMixin), ("Metrics", _MetricsMixin))
+#: (logs, watch, metrics) -> the guard class with exactly those optional methods
+_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {
+    (False, False, False): GuardedProvider,
+    (True, False, False): GuardedLogsProvider,
+    (False, True, False): GuardedWatchProvider,
+    (True, True, False): GuardedLogsWatchProvider,
+}
+
+
+def _guard_class(capable: tuple[bool, ...]) -> type[GuardedProvider]:
+    cls = _CLASSES.get(capable)
+    if cls is None:
+        chosen = [(name, mixin) for (name, mixin), on in zip(_MIXINS, capable, strict=True) if on]
+        name = "Guarded" + "".join(n for n, _ in chosen) + "Provider"
+        doc = f"Guard for a provider with {', '.join(n.lower() for n, _ in chosen)}."
+        cls = _CLASSES[capable] = type(name, tuple(m for _, m in chosen), {"__doc__": doc})
+    return cls
+
+
 def guard(provider: Provider) -> GuardedProvider:
-    """Wrap ``provider`` (idempotent); the wrapper has ``logs``/``watch`` only if the adapter has."""
+    """Wrap ``provider`` (idempotent); the wrapper has ``logs``/``watch``/``usage`` only if the
+    adapter has them, so capability checks (``isinstance``) see through it."""
     if isinstance(provider, GuardedProvider):
         return provider
-    logs, watch = isinstance(provider, SupportsLogs), isinstance(provider, SupportsWatch)
-    if logs and watch:
-        return GuardedLogsWatchProvider(provider)
-    if logs:
-        return GuardedLogsProvider(provider)
-    if watch:
-        return GuardedWatchProvider(provider)
-    return GuardedProvider(provider)
+    capable = tuple(isinstance(provider, p) for p in (SupportsLogs, SupportsWatch, SupportsMetrics))
+    return _guard_class(capable)(provider)

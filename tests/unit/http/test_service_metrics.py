@@ -5,6 +5,7 @@ the events happen (provider calls through the guard, placements, first deploymen
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,12 +14,14 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.placement.placement_support import MemProvider, offer, request
-from vkprovider.errors import NoCapacity
+from vkprovider.errors import NoCapacity, Transient
 from vkprovider.http.metrics import NO_PROVIDER, service_registry
 from vkprovider.kube.client import KubeClient
 from vkprovider.metrics import bound_at, observe_deployed
+from vkprovider.models import DeploymentUsage
 from vkprovider.placement import NotPlaced, PlacementConfig, Placer
 from vkprovider.placement.types import PodContext
+from vkprovider.plugins.api import SupportsMetrics, SupportsWatch
 from vkprovider.plugins.guard import guard
 from vkprovider.pods.controller import PodController
 
@@ -197,3 +200,42 @@ def test_bound_to_deployed_lag_reads_the_binding_then_the_creation() -> None:
     observe_deployed({"metadata": {}}, "lagged")  # no timestamps: nothing to measure
     assert value("vkprovider_bound_to_deployed_seconds_count", provider="lagged") - count == 1
     assert value("vkprovider_bound_to_deployed_seconds_sum", provider="lagged") - total == 12.5
+
+
+class Metered(MemProvider):
+    """An adapter with ``usage``: the figures, then a bug, then a malformed reply."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.replies: list[Any] = []
+
+    async def usage(self, node_name: str) -> list[DeploymentUsage]:
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply  # type: ignore[no-any-return]
+
+
+async def test_usage_goes_through_the_guard_like_every_call() -> None:
+    assert not isinstance(guard(MemProvider("plain")), SupportsMetrics)  # only where the adapter has it
+    adapter = Metered("metered")
+    figures = [DeploymentUsage(uid="u1", timestamp=datetime.now(UTC))]
+    adapter.replies = [figures, KeyError("boom"), ["not usage"], NoCapacity("odd")]
+    provider = guard(adapter)
+    assert isinstance(provider, SupportsMetrics) and not isinstance(provider, SupportsWatch)
+    bugs = value(
+        "vkprovider_provider_call_errors_total", provider="metered", call="usage", error="AdapterBug"
+    )
+    assert await provider.usage("vk") == figures
+    with pytest.raises(Transient, match="unexpected KeyError"):
+        await provider.usage("vk")
+    with pytest.raises(Transient, match="list of DeploymentUsage"):
+        await provider.usage("vk")
+    with pytest.raises(NoCapacity) as caught:
+        await provider.usage("vk")
+    assert caught.value.provider == "metered"
+    errors = value(
+        "vkprovider_provider_call_errors_total", provider="metered", call="usage", error="AdapterBug"
+    )
+    assert errors - bugs == 2
+    assert value("vkprovider_provider_call_seconds_count", provider="metered", call="usage") == 4
