@@ -267,6 +267,19 @@ class Settings(BaseModel):
             raise FieldProblem(found)
         return value
 
+    @model_validator(mode="after")
+    def _kubelet_port_free(self, info: ValidationInfo) -> Settings:
+        """The kubelet API listens on ``node.kubelet_port``: one already taken (a real kubelet on
+        the host, another replica) is a start-up error naming the field, not a later crash."""
+        checks = checks_from(info.context)
+        if checks is not None and checks.ports and self.kubelet.enabled:
+            host = self.kubelet.bind_host or self.node.internal_ip
+            problem = port_problem(host, self.node.kubelet_port)
+            if problem is not None:
+                where = "kubelet.bind_host" if self.kubelet.bind_host else "node.internal_ip"
+                raise FieldProblem.one("node.kubelet_port", f"{problem} (the kubelet API; host from {where})")
+        return self
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, value: str) -> str:

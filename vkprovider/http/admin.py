@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vkprovider.http.auth import Authenticator, AuthMiddleware, admin_attributes, admin_protects
 from vkprovider.http.explain import explain_router
+from vkprovider.http.metrics import service_registry
 from vkprovider.http.state import operator_state
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
@@ -59,9 +60,11 @@ def create_admin_app(
         response.status_code = 200 if ready else 503
         return detail
 
+    registry = service_registry(controller, placer)
+
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/state")
     async def state() -> dict[str, Any]:

@@ -24,11 +24,8 @@ log = logging.getLogger(__name__)
 
 
 def metrics_source(provider: Provider) -> SupportsMetrics | None:
-    """The provider's usage capability, looking through the guard (which has no ``usage``)."""
-    for candidate in (provider, getattr(provider, "inner", None)):
-        if isinstance(candidate, SupportsMetrics):
-            return candidate
-    return None
+    """The provider's usage capability (the guard has ``usage`` exactly when its adapter has)."""
+    return provider if isinstance(provider, SupportsMetrics) else None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ class KubeClient:
         self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
         #: API requests made by (verb, resource[/subresource]), for the same figures
         self.calls_by: Counter[tuple[str, str]] = Counter()
+        #: answers by (verb, resource, HTTP status; 0 = no answer: connection error, timeout), a
+        #: plain dict increment per request that ``/metrics`` exports as a counter at scrape time
+        self.responses: Counter[tuple[str, str, int]] = Counter()
 
     @classmethod
     async def connect(cls, kubeconfig: str | None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
@@ -118,7 +121,8 @@ class KubeClient:
         await self._limiter.acquire()
         self.calls += 1
         verb = "WATCH" if query and query.get("watch") == "true" else method
-        self.calls_by[verb, resource_of(path)] += 1
+        resource = resource_of(path)
+        self.calls_by[verb, resource] += 1
         api, rest = self._api, self._api.rest_client
         headers = {**api.default_headers, "Accept": accept, "Content-Type": content_type}
         if "BearerToken" in api.configuration.api_key:
@@ -137,10 +141,15 @@ class KubeClient:
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        with _transport_errors(method, path):
-            resp: aiohttp.ClientResponse = await rest.pool_manager.request(
-                method, url, data=data, headers=headers, timeout=_timeout(timeout), **options
-            )
+        try:
+            with _transport_errors(method, path):
+                resp: aiohttp.ClientResponse = await rest.pool_manager.request(
+                    method, url, data=data, headers=headers, timeout=_timeout(timeout), **options
+                )
+        except KubeError as exc:
+            self.responses[verb, resource, exc.status] += 1
+            raise
+        self.responses[verb, resource, resp.status] += 1
         if resp.status >= 400:
             try:
                 with _transport_errors(method, path):

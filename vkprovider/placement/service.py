@@ -19,6 +19,8 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from vkprovider.errors import VkProviderError
+from vkprovider.metrics import PLACEMENT_SECONDS
 from vkprovider.models import DeploymentRequest, DeploymentStatus, ProviderInfo
 from vkprovider.placement.ambiguous import OpenCreates, Settled
 from vkprovider.placement.blocklist import Blocklist, block_key
@@ -195,7 +197,26 @@ class Placer:
         """Place the pod: settle earlier ambiguous creates, rank, then try candidates in order.
 
         Raises :class:`~vkprovider.placement.ambiguous.Unsettled` (``Transient``) when a create
-        may have succeeded somewhere and that provider cannot confirm it yet."""
+        may have succeeded somewhere and that provider cannot confirm it yet. Its latency is
+        recorded by outcome: ``placed``, the ``NotPlaced`` reason, or the error class."""
+        started, outcome = time.perf_counter(), "Cancelled"
+        try:
+            placement = await self._deploy(request, ctx)
+            outcome = "placed"
+            return placement
+        except NotPlaced as exc:
+            outcome = exc.reason
+            raise
+        except VkProviderError as exc:
+            outcome = exc.code
+            raise
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            PLACEMENT_SECONDS.labels(outcome).observe(time.perf_counter() - started)
+
+    async def _deploy(self, request: DeploymentRequest, ctx: PodContext) -> Placement:
         uid = request.uid
         ctx, inputs, decision = await self._decide(request, ctx)
         share = inputs.need.spread_max_share

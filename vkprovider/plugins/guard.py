@@ -4,20 +4,33 @@ Adapters are third-party code. The guard checks what they return (types, phases,
 for, node scoping of ``list``, size) and turns anything unexpected, including a bare exception,
 into a logged ``Transient`` naming the provider, so the pod is retried instead of the service
 dying. ``ProviderError`` subclasses pass through unchanged (with the provider name filled in).
-Cancellation is never swallowed.
+Cancellation is never swallowed. Being the one place every adapter call passes, it also records
+each call's latency and error class (``vkprovider.metrics``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+from prometheus_client import Histogram
 from pydantic import BaseModel
 
 from vkprovider.errors import ProviderError, Transient
-from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, Phase, ProviderInfo
-from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
+from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS, prepare_provider
+from vkprovider.models import (
+    DeploymentRequest,
+    DeploymentStatus,
+    DeploymentUsage,
+    LogOptions,
+    Offer,
+    Phase,
+    ProviderInfo,
+)
+from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
 
 log = logging.getLogger(__name__)
 
@@ -60,22 +73,38 @@ class GuardedProvider:
     def __init__(self, inner: Provider) -> None:
         self.inner = inner
         self._name = inner.name
+        self._seconds: dict[str, Histogram] = {}  #: per call: the labelled child, looked up once
+        prepare_provider(self._name)
 
     @property
     def name(self) -> str:
         return self._name
 
     async def _call(self, op: str, call: Awaitable[T]) -> T:
+        started = time.perf_counter()
         try:
             return await call
         except ProviderError as exc:
             if exc.provider is None:
                 exc.provider = self._name
+            self._failed(op, exc.code)
+            raise
+        except asyncio.CancelledError:  # a caller's timeout (or shutdown): a hung provider shows
+            self._failed(op, "Cancelled")
             raise
         except Exception as exc:
             raise self._bug(op, exc) from exc
+        finally:
+            seconds = self._seconds.get(op)
+            if seconds is None:
+                seconds = self._seconds[op] = PROVIDER_CALL_SECONDS.labels(self._name, op)
+            seconds.observe(time.perf_counter() - started)
+
+    def _failed(self, op: str, error: str) -> None:
+        PROVIDER_CALL_ERRORS.labels(self._name, op, error).inc()
 
     def _bug(self, op: str, exc: Exception) -> Transient:
+        self._failed(op, "AdapterBug")
         kind = "malformed reply" if isinstance(exc, AdapterBug) else f"unexpected {type(exc).__name__}"
         log.error("provider %s: %s in %s: %s", self._name, kind, op, exc, extra={"provider": self._name})
         return Transient(f"adapter error in {op}: {kind}: {exc}", provider=self._name)
@@ -147,6 +176,7 @@ class GuardedProvider:
                 except ProviderError as exc:
                     if exc.provider is None:
                         exc.provider = self._name
+                    self._failed(op, exc.code)
                     raise
                 except Exception as exc:
                     raise self._bug(op, exc) from exc
@@ -174,6 +204,15 @@ class _WatchMixin(GuardedProvider):
             yield self._checked("watch", status, node_name=node_name)
 
 
+class _MetricsMixin(GuardedProvider):
+    async def usage(self, node_name: str) -> list[DeploymentUsage]:
+        assert isinstance(self.inner, SupportsMetrics)
+        usage = await self._call("usage", self.inner.usage(node_name))
+        if not isinstance(usage, list) or not all(isinstance(u, DeploymentUsage) for u in usage):
+            raise self._bug("usage", AdapterBug("usage() must return a list of DeploymentUsage"))
+        return usage
+
+
 class GuardedLogsProvider(_LogsMixin):
     """Guard for a provider with ``logs``."""
 
@@ -186,15 +225,30 @@ class GuardedLogsWatchProvider(_LogsMixin, _WatchMixin):
     """Guard for a provider with ``logs`` and ``watch``."""
 
 
+_MIXINS = (("Logs", _LogsMixin), ("Watch", _WatchMixin), ("Metrics", _MetricsMixin))
+#: (logs, watch, metrics) -> the guard class with exactly those optional methods
+_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {
+    (False, False, False): GuardedProvider,
+    (True, False, False): GuardedLogsProvider,
+    (False, True, False): GuardedWatchProvider,
+    (True, True, False): GuardedLogsWatchProvider,
+}
+
+
+def _guard_class(capable: tuple[bool, ...]) -> type[GuardedProvider]:
+    cls = _CLASSES.get(capable)
+    if cls is None:
+        chosen = [(name, mixin) for (name, mixin), on in zip(_MIXINS, capable, strict=True) if on]
+        name = "Guarded" + "".join(n for n, _ in chosen) + "Provider"
+        doc = f"Guard for a provider with {', '.join(n.lower() for n, _ in chosen)}."
+        cls = _CLASSES[capable] = type(name, tuple(m for _, m in chosen), {"__doc__": doc})
+    return cls
+
+
 def guard(provider: Provider) -> GuardedProvider:
-    """Wrap ``provider`` (idempotent); the wrapper has ``logs``/``watch`` only if the adapter has."""
+    """Wrap ``provider`` (idempotent); the wrapper has ``logs``/``watch``/``usage`` only if the
+    adapter has them, so capability checks (``isinstance``) see through it."""
     if isinstance(provider, GuardedProvider):
         return provider
-    logs, watch = isinstance(provider, SupportsLogs), isinstance(provider, SupportsWatch)
-    if logs and watch:
-        return GuardedLogsWatchProvider(provider)
-    if logs:
-        return GuardedLogsProvider(provider)
-    if watch:
-        return GuardedWatchProvider(provider)
-    return GuardedProvider(provider)
+    capable = tuple(isinstance(provider, p) for p in (SupportsLogs, SupportsWatch, SupportsMetrics))
+    return _guard_class(capable)(provider)

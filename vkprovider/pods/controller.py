@@ -21,7 +21,7 @@ from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeError
 from vkprovider.kube.events import EventRecorder
 from vkprovider.kube.informer import Informer
-from vkprovider.metrics import ORPHANS_DELETED, QUEUE_DEPTH, RECONCILE_SECONDS, RECONCILES
+from vkprovider.metrics import ORPHANS_DELETED, RECONCILE_SECONDS, RECONCILES
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.orphans import OrphanPass, collect_orphans
@@ -188,7 +188,6 @@ class PodController:
                 term.queue.done(key)
 
     async def _process(self, term: Term, key: str) -> None:
-        QUEUE_DEPTH.set(len(term.queue))
         with RECONCILE_SECONDS.time():
             outcome = await self._reconcile(term, key)
         RECONCILES.labels(outcome).inc()

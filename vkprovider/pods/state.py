@@ -22,6 +22,7 @@ class PodRecord:
     key: str  #: ``namespace/name``: the queue key
     restarts: int = 0  #: redeploys done to honour restartPolicy (the pod's restartCount)
     restarting: bool = False  #: the deployment was deleted on purpose to restart it
+    deployed: bool = False  #: this process deployed it once (its bound-to-deployed lag is recorded)
     deployment_deleted: bool = False  #: the provider confirmed the delete; nothing bills any more
     delete_requested: bool = False  #: graceful deletion: the provider was asked to stop it
     update_reported: str | None = None  #: images fingerprint whose in-place update was reported

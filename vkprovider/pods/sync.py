@@ -22,6 +22,7 @@ from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.kube.informer import object_key
 from vkprovider.logs import pod_action
+from vkprovider.metrics import observe_deployed
 from vkprovider.models import ContainerState, Phase
 from vkprovider.placement import NotPlaced, Placer
 from vkprovider.placement.explain import ANNOTATION_KEY, annotation_value, event_message
@@ -211,6 +212,9 @@ class PodSync:
             offer=placement.offer.offer_id,
             price_per_hour=placement.offer.price_per_hour,
         )
+        if not record.deployed:  # the first deployment only: redeploys are not a bind's lag
+            record.deployed = True
+            observe_deployed(pod, placement.provider)
         record.restarting = False
         record.deployment_deleted = False
         self.tracker.record(uid, placement.provider, placement.status)

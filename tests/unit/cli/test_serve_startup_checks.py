@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
+from vkprovider.config import load_settings
+from vkprovider.preflight import StartupChecks
+
 
 def kubeconfig(tmp_path: Path, server: str = "https://127.0.0.1:1") -> Path:
     path = tmp_path / "kubeconfig"
@@ -117,6 +120,18 @@ def test_admin_port_in_use_is_named(tmp_path: Path, busy_port: int) -> None:
     config = good_config(tmp_path)
     config["http"]["admin_port"] = busy_port
     assert_refused(serve(tmp_path, config), f"http.admin_port: 127.0.0.1:{busy_port} is already in use")
+
+
+def test_kubelet_port_in_use_is_named(tmp_path: Path, busy_port: int) -> None:
+    config = {**good_config(tmp_path), "node": {"kubelet_port": busy_port}, "kubelet": {"csr": True}}
+    assert_refused(
+        serve(tmp_path, config),
+        f"node.kubelet_port: 127.0.0.1:{busy_port} is already in use (the kubelet API; host from node.internal_ip)",
+    )
+    config["kubelet"] = {}  # no kubelet API configured: the port is not needed, nor checked
+    path = tmp_path / "no-kubelet.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert load_settings(str(path), checks=StartupChecks()).node.kubelet_port == busy_port
 
 
 def test_lease_renewal_not_shorter_than_the_lease_is_named(tmp_path: Path) -> None:
