@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# kwok stage delays (dev clusters with pod delays or Kueue): a local replica takes
+# ``fleet.ready_after`` to become Ready, a training pod completes after its run.
+from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION, READY_DELAY_ANNOTATION
 from vkprovider.sim.scenario import ProviderSpec, Scenario, Training, Workload
 
 JSON = dict[str, Any]
@@ -20,10 +23,6 @@ WORKLOAD_LABEL = "sim.vkprovider.io/workload"
 TRAINING_LABEL = "sim.vkprovider.io/training"
 POOL_LABEL, POOL_VALUE = "pool", "local-gpu"
 GPU = "nvidia.com/gpu"
-#: kwok stage delays (honoured by dev clusters started with pod delays): a local replica takes
-#: ``fleet.ready_after`` to become Ready, a training pod completes after its run.
-READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
-COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 
 def go_duration(seconds: float) -> str:
