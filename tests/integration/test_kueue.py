@@ -19,11 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.build import Toolchain
-from vkprovider.devcluster.kueue import RUN_FOR_ANNOTATION
+from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION
+from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.quota.config import QuotaConfig
@@ -106,7 +108,7 @@ async def quota_is(client: httpx.AsyncClient, want: int) -> bool:
 
 async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str | None = None) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    annotations = {RUN_FOR_ANNOTATION: run_for} if run_for else {}
+    annotations = {COMPLETE_DELAY_ANNOTATION: run_for} if run_for else {}
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -582,3 +584,94 @@ async def _equals(value: Any, want: int) -> bool:
 async def _other(value: Any, not_this: str) -> str | None:
     got = await value
     return got if got and got != not_this else None
+
+
+def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
+    """A ``vkprovider serve`` config with a ``quota:`` section (its one provider is not running:
+    start-up does not wait for providers)."""
+
+    path = kcluster.workdir / f"serve-{node}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "node": {"name": node},
+                "kube": {"kubeconfig": str(kcluster.kubeconfig)},
+                "http": {"admin_port": free_port()},
+                "providers": [
+                    {
+                        "name": "off",
+                        "adapter": "fakecloud",
+                        "settings": {"url": f"http://127.0.0.1:{free_port()}"},
+                    }
+                ],
+                "leader_election": {"enabled": True, "namespace": "default", "identity": f"{node}-a"},
+                "quota": quota,
+            }
+        )
+    )
+    return path
+
+
+async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
+    kcluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    """After the CLI test: one healthy local node (8 GPUs). The service's own Lease elects the sync."""
+    bad = _serve_config(kcluster, "vk-quota-bad", {"cluster_queue": "nope"})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vkprovider", "serve", "--config", str(bad), stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=90)
+    assert proc.returncode == 2, err.decode()[-2000:]
+    assert "quota.cluster_queue: ClusterQueue 'nope' does not exist" in err.decode()
+    assert "Traceback" not in err.decode()
+
+    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    cq = (await client.get(f"{path}/training-2")).json()
+    cq = {
+        "apiVersion": cq["apiVersion"],
+        "kind": cq["kind"],
+        "metadata": {"name": "training-3"},
+        "spec": cq["spec"],
+    }
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
+    assert (await client.post(path, json=cq)).status_code == 201
+    node = "vk-quota"
+    config = _serve_config(kcluster, node, {"cluster_queue": "training-3", "interval_seconds": 2})
+    serve = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vkprovider",
+        "serve",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+    async def gpus() -> int:
+        body = (await client.get(f"{path}/training-3")).json()
+        return int(body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+    try:
+        await eventually(lambda: _equals(gpus(), 8), timeout=90)
+        lease = (
+            await client.get(f"/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-{node}")
+        ).json()
+        assert lease["spec"]["holderIdentity"] == f"{node}-a"
+        synced = await eventually(
+            lambda: _with(_events_of(client, "training-3", "QuotaSynced"), "nvidia.com/gpu 1->8"), timeout=30
+        )
+        print(f"[kueue serve] quota sync inside serve: {synced}", file=sys.stderr)
+    finally:
+        serve.terminate()
+        await asyncio.wait_for(serve.wait(), timeout=60)
+        await client.delete(f"/api/v1/nodes/{node}")
+
+
+async def _events_of(client: httpx.AsyncClient, queue: str, reason: str) -> list[JSON]:
+    resp = await client.get(
+        "/api/v1/namespaces/default/events",
+        params={"fieldSelector": f"involvedObject.name={queue},reason={reason}"},
+    )
+    items: list[JSON] = resp.json()["items"]
+    return items
