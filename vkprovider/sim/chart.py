@@ -86,7 +86,7 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
     for name, t0, t1 in _queued(rec):
         x0, x1 = _hours(s, rec, t0), _hours(s, rec, t1)
         ax.axvspan(x0, x1, facecolor="none", edgecolor="#3498db", hatch="//", alpha=0.35, zorder=0)
-        ax.text((x0 + x1) / 2, top * 0.78, f"{name} queued", ha="center", va="top", fontsize=8)
+        ax.text((x0 + x1) / 2, top * 0.7, f"{name} queued", ha="center", va="top", fontsize=8)
     for a in rec.actions:
         if a.kind in EVENT_LABELS:
             x = _hours(s, rec, a.t)
