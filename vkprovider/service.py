@@ -37,6 +37,7 @@ from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.plugins.registry import build_providers
 from vkprovider.pods.controller import PodController
+from vkprovider.quota import term as quota_term
 from vkprovider.retry import retrying
 from vkprovider.tasks import supervise
 
@@ -73,6 +74,8 @@ class Service:
             if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
                 self.gate = Gate(self.kube, s.gate, s.node.name)
                 await self.gate.preflight()
+            if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
+                await quota_term.preflight(self.kube, s.quota)
             self.node = NodeAgent(self.kube, s.node, self.providers, self.placer, pods=self._bound_pods)
             self.controller = PodController(
                 self.kube,
@@ -240,6 +243,12 @@ class Service:
             group.create_task(supervise("pod-controller", self.controller.run))
             if self.gate is not None:  # gate: only the leader writes the taint
                 group.create_task(supervise("gate", self.gate.run))
+            if self.settings.quota is not None:  # quota sync: only the leader writes the ClusterQueue
+                group.create_task(supervise("quota-sync", self._quota_term))
+
+    async def _quota_term(self) -> None:
+        assert self.kube is not None and self.settings.quota is not None
+        await quota_term.run_term(self.kube, self.settings.quota, self.settings.node.name)
 
     async def _close(self) -> None:
         if self.kubelet is not None:

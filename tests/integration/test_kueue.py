@@ -19,11 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.build import Toolchain
-from vkprovider.devcluster.kueue import RUN_FOR_ANNOTATION
+from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION
+from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.quota.config import QuotaConfig
@@ -106,7 +108,7 @@ async def quota_is(client: httpx.AsyncClient, want: int) -> bool:
 
 async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str | None = None) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    annotations = {RUN_FOR_ANNOTATION: run_for} if run_for else {}
+    annotations = {COMPLETE_DELAY_ANNOTATION: run_for} if run_for else {}
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -535,17 +537,18 @@ async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_synci
     )
     replicas = {}
     for identity in ("replica-a", "replica-b"):
-        replicas[identity] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "vkprovider",
-            "quota",
-            "--config",
-            str(config),
-            env={**os.environ, "VKPROVIDER_LEADER_ELECTION__IDENTITY": identity},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        with (kcluster.workdir / "logs" / f"quota-{identity}.log").open("w") as log:
+            replicas[identity] = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "vkprovider",
+                "quota",
+                "--config",
+                str(config),
+                env={**os.environ, "VKPROVIDER_LEADER_ELECTION__IDENTITY": identity},
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=log,
+            )
     lease_path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-quota-training-2"
 
     async def holder() -> str | None:
@@ -559,15 +562,16 @@ async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_synci
     try:
         leader = await eventually(holder, timeout=60)
         assert leader in replicas
-        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+        await _or_show(
+            eventually(lambda: _follows_nodes(client, gpus_of_training_2()), timeout=90),
+            kcluster.workdir / "logs" / f"quota-{leader}.log",
+        )
         replicas[leader].terminate()
         assert await asyncio.wait_for(replicas[leader].wait(), timeout=30) == 0
         successor = await eventually(lambda: _other(holder(), leader), timeout=60)
         print(f"[kueue leader] {leader} stopped, {successor} took over", file=sys.stderr)
-        body = (await client.get(f"{path}/training-2")).json()
-        body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 3
-        assert (await client.put(f"{path}/training-2", json=body)).status_code == 200
-        await eventually(lambda: _equals(gpus_of_training_2(), 8), timeout=60)
+        await _hand_edit(client, f"{path}/training-2", 3)
+        await eventually(lambda: _follows_nodes(client, gpus_of_training_2()), timeout=90)
     finally:
         for proc in replicas.values():
             if proc.returncode is None:
@@ -575,10 +579,141 @@ async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_synci
                 await asyncio.wait_for(proc.wait(), timeout=30)
 
 
-async def _equals(value: Any, want: int) -> bool:
-    return bool(await value == want)
+async def _hand_edit(client: httpx.AsyncClient, url: str, gpus: int) -> None:
+    """Set the first flavor's GPU quota by hand, like kubectl edit: again on a 409 (the sync or
+    Kueue's status writes may move the resourceVersion in between)."""
+    for _ in range(20):
+        body = (await client.get(url)).json()
+        body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = gpus
+        resp = await client.put(url, json=body)
+        if resp.status_code != 409:
+            assert resp.status_code == 200, resp.text
+            return
+    raise AssertionError(f"{url}: 20 conflicts in a row")
+
+
+async def _or_show(waiting: Any, log: Path) -> None:
+    """Await ``waiting``; on a timeout fail with the subprocess's log tail and the node GPUs."""
+    try:
+        await waiting
+    except TimeoutError:
+        raise AssertionError(f"timed out; {log.name}:\n{log.read_text()[-3000:]}") from None
+
+
+async def healthy_gpus(client: httpx.AsyncClient) -> int:
+    """What the healthy local nodes offer right now (Ready, schedulable), read independently:
+    on a loaded machine a kwok node may miss its heartbeat, and the sync follows that."""
+    nodes = (await client.get("/api/v1/nodes", params={"labelSelector": "pool=local-gpu"})).json()["items"]
+    total = 0
+    for node in nodes:
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or []
+        )
+        if ready and not node["spec"].get("unschedulable") and not node["metadata"].get("deletionTimestamp"):
+            total += int(node["status"]["allocatable"].get("nvidia.com/gpu", 0))
+    return total
+
+
+async def _follows_nodes(client: httpx.AsyncClient, value: Any) -> bool:
+    got = await value
+    return bool(got == await healthy_gpus(client) and got > 1)
 
 
 async def _other(value: Any, not_this: str) -> str | None:
     got = await value
     return got if got and got != not_this else None
+
+
+def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
+    """A ``vkprovider serve`` config with a ``quota:`` section (its one provider is not running:
+    start-up does not wait for providers)."""
+
+    path = kcluster.workdir / f"serve-{node}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "node": {"name": node},
+                "kube": {"kubeconfig": str(kcluster.kubeconfig)},
+                "http": {"admin_port": free_port()},
+                "providers": [
+                    {
+                        "name": "off",
+                        "adapter": "fakecloud",
+                        "settings": {"url": f"http://127.0.0.1:{free_port()}"},
+                    }
+                ],
+                "leader_election": {"enabled": True, "namespace": "default", "identity": f"{node}-a"},
+                "quota": quota,
+            }
+        )
+    )
+    return path
+
+
+async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
+    kcluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    """After the CLI test: one healthy local node (8 GPUs). The service's own Lease elects the sync."""
+    bad = _serve_config(kcluster, "vk-quota-bad", {"cluster_queue": "nope"})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vkprovider", "serve", "--config", str(bad), stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=90)
+    assert proc.returncode == 2, err.decode()[-2000:]
+    assert "quota.cluster_queue: ClusterQueue 'nope' does not exist" in err.decode()
+    assert "Traceback" not in err.decode()
+
+    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    cq = (await client.get(f"{path}/training-2")).json()
+    cq = {
+        "apiVersion": cq["apiVersion"],
+        "kind": cq["kind"],
+        "metadata": {"name": "training-3"},
+        "spec": cq["spec"],
+    }
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
+    assert (await client.post(path, json=cq)).status_code == 201
+    node = "vk-quota"
+    config = _serve_config(kcluster, node, {"cluster_queue": "training-3", "interval_seconds": 2})
+    with (kcluster.workdir / "logs" / "serve-quota.log").open("w") as log:
+        serve = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vkprovider",
+            "serve",
+            "--config",
+            str(config),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
+
+    async def gpus() -> int:
+        body = (await client.get(f"{path}/training-3")).json()
+        return int(body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+    try:
+        await _or_show(
+            eventually(lambda: _follows_nodes(client, gpus()), timeout=90),
+            kcluster.workdir / "logs" / "serve-quota.log",
+        )
+        lease = (
+            await client.get(f"/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-{node}")
+        ).json()
+        assert lease["spec"]["holderIdentity"] == f"{node}-a"
+        synced = await eventually(
+            lambda: _with(_events_of(client, "training-3", "QuotaSynced"), "nvidia.com/gpu 1->"), timeout=30
+        )
+        print(f"[kueue serve] quota sync inside serve: {synced}", file=sys.stderr)
+    finally:
+        serve.terminate()
+        await asyncio.wait_for(serve.wait(), timeout=60)
+        await client.delete(f"/api/v1/nodes/{node}")
+
+
+async def _events_of(client: httpx.AsyncClient, queue: str, reason: str) -> list[JSON]:
+    resp = await client.get(
+        "/api/v1/namespaces/default/events",
+        params={"fieldSelector": f"involvedObject.name={queue},reason={reason}"},
+    )
+    items: list[JSON] = resp.json()["items"]
+    return items

@@ -1,5 +1,7 @@
 """Acceptance: a one-minute simulated day end to end on the real control plane, and its report
-checked against the truth (the providers' ledgers, the apiserver, the PNG itself)."""
+checked against the truth (the providers' ledgers, the apiserver, the PNG itself). quick.yaml
+sends training through real Kueue on the same control plane (no extra cluster): the admission
+timeline and the gang rule are checked against an independent watcher too."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from PIL import Image
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.cluster import run_root
 from vkprovider.kube.client import KubeClient
+from vkprovider.sim import kueue
 from vkprovider.sim.runner import RunOptions, RunResult, run
 from vkprovider.sim.scenario import load_scenario
 
@@ -53,7 +56,28 @@ def count(pods: list[dict[str, Any]], virtual_node: str) -> Counts:
     return tuple(sorted((w, n[0], n[1]) for w, n in tally.items()))
 
 
-async def watch_apiserver(name: str, seen: list[tuple[float, Counts]], stop: asyncio.Event) -> None:
+Gang = tuple[float, str, int, bool]  # (time, training job, its pods, its Workload admitted or finished)
+
+
+async def training_seen(kube: KubeClient) -> list[Gang]:
+    """Each training Job's pods and whether Kueue had admitted it, read straight from the apiserver."""
+    pods = (await kube.request("GET", f"/api/v1/namespaces/{kueue.NAMESPACE}/pods"))["items"]
+    workloads = (await kube.request("GET", f"{kueue.API}/namespaces/{kueue.NAMESPACE}/workloads"))["items"]
+    jobs = (await kube.request("GET", f"/apis/batch/v1/namespaces/{kueue.NAMESPACE}/jobs"))["items"]
+    now = time.time()
+    out = []
+    for job in jobs:
+        name = job["metadata"]["name"]
+        owned = [w for w in workloads if kueue.owner_job(w) == name]
+        admitted = any(kueue.workload_state(w) != "queued" for w in owned)
+        count = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == name)
+        out.append((now, name, count, admitted))
+    return out
+
+
+async def watch_apiserver(
+    name: str, seen: list[tuple[float, Counts]], gangs: list[Gang], stop: asyncio.Event
+) -> None:
     """Sample the apiserver independently of the runner, from the moment the cluster is up."""
     workdir = run_root() / name
     kube: KubeClient | None = None
@@ -68,6 +92,8 @@ async def watch_apiserver(name: str, seen: list[tuple[float, Counts]], stop: asy
                 with contextlib.suppress(Exception):
                     pods = (await kube.request("GET", "/api/v1/namespaces/default/pods"))["items"]
                     seen.append((time.time(), count(pods, "vk-external")))
+                with contextlib.suppress(Exception):  # until Kueue's API is installed
+                    gangs.extend(await training_seen(kube))
             await asyncio.sleep(0.5)
     finally:
         if kube is not None:
@@ -89,15 +115,16 @@ async def simulated_day(tmp_path: Path) -> Any:
     scenario = load_scenario(SCENARIO)
     name = f"simtest-{os.getpid()}"
     seen: list[tuple[float, Counts]] = []
+    gangs: list[Gang] = []
     stop = asyncio.Event()
-    watcher = asyncio.create_task(watch_apiserver(name, seen, stop))
+    watcher = asyncio.create_task(watch_apiserver(name, seen, gangs, stop))
     options = RunOptions(cluster_name=name, keep_running=True, live=False, reports=tmp_path)
     result: RunResult | None = None
     try:
         result = await run(scenario, options)
         stop.set()
         await watcher
-        yield scenario, result, seen
+        yield scenario, result, seen, gangs
     finally:
         stop.set()
         with contextlib.suppress(Exception):
@@ -111,7 +138,7 @@ async def simulated_day(tmp_path: Path) -> Any:
 
 
 async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
-    scenario, result, seen = simulated_day
+    scenario, result, seen, gangs = simulated_day
     folder: Path = result.folder
     summary = json.loads((folder / "report.json").read_text())
     md = (folder / "report.md").read_text()
@@ -165,3 +192,22 @@ async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
     if summary["components"]["gate"] and summary["components"]["descheduler"]:
         last = samples[-1]
         assert all(w.external == 0 for w in last.workloads.values()), "inference should be home again"
+
+    # training through real Kueue: admitted whole, one Job after the other, never a pod before
+    assert scenario.training.kueue, "quick.yaml submits training through Kueue"
+    assert summary["quota_steps"][0][1] == 8, "serve's quota sync sets the queue to the fleet's 8 GPUs"
+    admissions = {a["job"]: a for a in summary["admissions"]}
+    first, second = admissions["train"], admissions["train-b"]
+    assert None not in (first["admitted"], first["finished"], second["admitted"])
+    assert second["admitted"] >= first["finished"], "train-b must wait until train has finished"
+    assert second["queued_behind"] == ["train"]
+    assert all(a["first_pod"] >= a["admitted"] for a in admissions.values())
+    assert summary["invariants"]["gang"] == []
+    assert "| train-b | 4 |" in md and "train ran |" in md
+    # ... and as an independent watcher of the apiserver saw it
+    assert gangs, "the watcher never read a training Job"
+    assert not [g for g in gangs if g[2] and not g[3]], "a training pod existed before its Job was admitted"
+    queued_while_running = {g[0] for g in gangs if g[1] == "train-b" and not g[3]} & {
+        g[0] for g in gangs if g[1] == "train" and g[2]
+    }
+    assert queued_while_running, "train-b was never seen queued while train had pods"

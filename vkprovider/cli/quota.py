@@ -5,6 +5,8 @@ resource named there that does not exist is a clear error (exit 2) and nothing i
 ``--dry-run`` logs what would be written. SIGTERM/SIGINT stop it cleanly (exit 0).
 With ``leader_election.enabled`` two replicas share the Lease ``vkprovider-quota-<queue>``
 (or ``leader_election.lease_name``) and only the holder syncs; each term starts a fresh sync.
+``vkprovider serve`` runs the same sync itself when its config has a ``quota:`` section (under
+the service's own Lease); then this command is not needed.
 """
 
 from __future__ import annotations
@@ -42,18 +44,16 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(settings: Any, quota: Any) -> int:
     from vkprovider.kube.client import KubeClient
-    from vkprovider.kube.events import EventRecorder
     from vkprovider.kube.leader import LeaderElector
-    from vkprovider.quota.sync import QuotaSync
+    from vkprovider.quota.term import run_term
 
     kube = await KubeClient.connect(
         settings.kube.kubeconfig, qps=settings.kube.qps, burst=settings.kube.burst
     )
     try:
-        recorder = EventRecorder(kube, component="vkprovider-quota", host=socket.gethostname())
 
         async def term() -> None:  # one leadership term (or the whole run): fresh informers and state
-            await QuotaSync(kube, quota, recorder).run()
+            await run_term(kube, quota, socket.gethostname())
 
         election = settings.leader_election
         if election.enabled:

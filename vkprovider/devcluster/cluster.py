@@ -105,10 +105,9 @@ class Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
         replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
         apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``).
-        ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`), whose kwok
-        stages replace the ``pod_delays`` ones (the two cannot be combined yet)."""
-        if pod_delays and kueue:
-            raise ValueError("pod_delays and kueue each bring their own kwok pod stages; choose one")
+        ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`); it implies the
+        same stage set (``kwok.POD_STAGES``), so Kueue-admitted Job pods run as long as their
+        Job says. Both together are the same as either."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -285,16 +284,9 @@ class Cluster:
             ],
             logs,
         )
-        stages = None
-        if pod_delays:
-            stages = self.workdir / "kwok-stages.yaml"
-            stages.write_text(kwok.POD_STAGES)
-        kwok_args = kwok.args(self.kubeconfig, free_port(), stages)
-        if kueue:  # training pods run as long as their Job says (see devcluster.kueue)
-            from vkprovider.devcluster.kueue import kwok_stage_args
-
-            kwok_args += await asyncio.to_thread(kwok_stage_args, self.workdir)
-        self._spawn(tc, "kwok", kwok_args, logs)
+        # one stage set for both: delays by annotation, Job pods that run as long as they say
+        stages = kwok.write_pod_stages(self.workdir) if pod_delays or kueue else None
+        self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port(), stages), logs)
 
         self.gpu_nodes = [f"{self.name}-gpu-{i}" for i in range(gpu_nodes)]
         async with self.http() as client:

@@ -16,6 +16,8 @@ What this does, and why each part runs the way it does:
 - The visibility server is off (``VisibilityOnDemand=false``): it is an aggregated APIService,
   and the apiserver will not proxy to a loopback address.
 - Leader election is off (one manager per dev cluster).
+- Training pods run as long as their Job says: the cluster's one kwok stage set
+  (``kwok.POD_STAGES``) completes a Job pod ``kwok.COMPLETE_DELAY_ANNOTATION`` after it starts.
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ import httpx
 import yaml
 
 from vkprovider.devcluster import pki
-from vkprovider.devcluster.build import KWOK_VERSION
-from vkprovider.devcluster.kueue_build import KueueToolchain, go_module_dir
+from vkprovider.devcluster.kueue_build import KueueToolchain
 from vkprovider.devcluster.process import StartupError, free_port, spawn
 
 if TYPE_CHECKING:
@@ -46,32 +47,6 @@ _APPLY_SECONDS = 120.0
 _METRICS_CERTS = "/etc/kueue/metrics/certs"
 #: Webhook paths kept: Kueue's own kinds and the batch/v1 Job integration.
 _KEEP_WEBHOOK = ("kueue-x-k8s-io", "batch-v1-job")
-
-
-#: Annotation on a pod (template) that keeps a kwok Job pod Running that long before it completes.
-RUN_FOR_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
-
-
-def kwok_stages(kwok_module_dir: Path, target: Path) -> Path:
-    """kwok's own "fast" pod stages (read from its module), with a delay on ``pod-complete``
-    taken from :data:`RUN_FOR_ANNOTATION`, so a training pod runs for as long as its Job says
-    instead of completing the moment it starts. Without the annotation nothing changes."""
-    stages = []
-    for name in ("pod-ready", "pod-complete", "pod-delete"):
-        stage = yaml.safe_load((kwok_module_dir / f"kustomize/stage/pod/fast/{name}.yaml").read_text())
-        if name == "pod-complete":
-            stage["spec"]["delay"] = {
-                "durationMilliseconds": 0,
-                "durationFrom": {"expressionFrom": f'.metadata.annotations["{RUN_FOR_ANNOTATION}"]'},
-            }
-        stages.append(stage)
-    target.write_text(yaml.safe_dump_all(stages))
-    return target
-
-
-def kwok_stage_args(workdir: Path) -> list[str]:
-    kwok_dir = go_module_dir("sigs.k8s.io/kwok", KWOK_VERSION)
-    return [f"--config={kwok_stages(kwok_dir, workdir / 'kwok-stages.yaml')}"]
 
 
 def manager_config(webhook_port: int, health_port: int, metrics_port: int, cert_dir: Path) -> dict[str, Any]:

@@ -20,86 +20,117 @@ GPUS_PER_NODE = 8
 
 #: Pod annotations that delay kwok's stages (Go durations, e.g. "10s"): a local replica that
 #: takes a while to become Ready (a model loading), a Job pod that runs a while before it
-#: completes (training). Honoured only by clusters started with ``pod_delays=True``.
+#: completes (training, Kueue-admitted or not). Honoured by clusters started with
+#: ``pod_delays=True`` or ``kueue=True``; without them a pod moves on at once.
 READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
 COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 
-_NOW = "{{ $now | Quote }}"
-POD_STAGES = f"""\
+#: The one pod stage set of the dev cluster: kwok v0.7.0's "fast" stages
+#: (kustomize/stage/pod/fast: same names, selectors and status, readiness gates and init
+#: containers included; tests/unit/devcluster/test_kwok_stages.py compares them) plus a delay
+#: read from the annotations above on ``pod-ready`` and ``pod-complete``. ``pod-complete``
+#: also drops Ready, as the kubelet does for a finished pod.
+POD_STAGES = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
-metadata: {{name: pod-ready}}
+metadata: {name: pod-ready}
 spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
+  resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
-    - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-    - {{key: .status.podIP, operator: DoesNotExist}}
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+    - {key: .status.podIP, operator: DoesNotExist}
   delay:
     durationMilliseconds: 0
-    durationFrom: {{expressionFrom: '.metadata.annotations["{READY_DELAY_ANNOTATION}"]'}}
+    durationFrom: {expressionFrom: '.metadata.annotations["@READY@"]'}
   next:
     statusTemplate: |
-      {{{{ $now := Now }}}}
+      {{ $now := Now }}
       conditions:
-      - {{type: Initialized, status: "True", lastTransitionTime: {_NOW}}}
-      - {{type: ContainersReady, status: "True", lastTransitionTime: {_NOW}}}
-      - {{type: Ready, status: "True", lastTransitionTime: {_NOW}}}
+      - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      {{ range .spec.readinessGates }}
+      - {type: {{ .conditionType | Quote }}, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      {{ end }}
       containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - name: {{{{ .name | Quote }}}}
-        image: {{{{ .image | Quote }}}}
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
         ready: true
         restartCount: 0
-        state: {{running: {{startedAt: {_NOW}}}}}
-      {{{{ end }}}}
-      hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
-      podIP: {{{{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
-( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}}}
+        state: {running: {startedAt: {{ $now | Quote }}}}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: true
+        restartCount: 0
+        {{ if eq .restartPolicy "Always" }}
+        started: true
+        state: {running: {startedAt: {{ $now | Quote }}}}
+        {{ else }}
+        state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, \
+finishedAt: {{ $now | Quote }}}}
+        {{ end }}
+      {{ end }}
+      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
       phase: Running
-      startTime: {_NOW}
+      startTime: {{ $now | Quote }}
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
-metadata: {{name: pod-complete}}
+metadata: {name: pod-complete}
 spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
+  resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
-    - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-    - {{key: .status.phase, operator: In, values: [Running]}}
-    - {{key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}}
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+    - {key: .status.phase, operator: In, values: [Running]}
+    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
   delay:
     durationMilliseconds: 0
-    durationFrom: {{expressionFrom: '.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]'}}
+    durationFrom: {expressionFrom: '.metadata.annotations["@COMPLETE@"]'}
   next:
     statusTemplate: |
-      {{{{ $now := Now }}}}
+      {{ $now := Now }}
       conditions:
-      - {{type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {_NOW}}}
-      - {{type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {_NOW}}}
+      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
       containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - name: {{{{ .name | Quote }}}}
-        image: {{{{ .image | Quote }}}}
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
         ready: false
         restartCount: 0
-        state: {{terminated: {{exitCode: 0, reason: Completed, startedAt: {_NOW}, finishedAt: {_NOW}}}}}
-      {{{{ end }}}}
+        started: false
+        state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, \
+finishedAt: {{ $now | Quote }}}}
+      {{ end }}
       phase: Succeeded
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
-metadata: {{name: pod-delete}}
+metadata: {name: pod-delete}
 spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
+  resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
-    - {{key: .metadata.deletionTimestamp, operator: Exists}}
+    - {key: .metadata.deletionTimestamp, operator: Exists}
   next:
-    finalizers: {{empty: true}}
+    finalizers: {empty: true}
     delete: true
-"""
+""".replace("@READY@", READY_DELAY_ANNOTATION).replace("@COMPLETE@", COMPLETE_DELAY_ANNOTATION)
+
+
+def write_pod_stages(workdir: Path) -> Path:
+    """Write :data:`POD_STAGES` where kwok's ``--config`` reads it."""
+    path = workdir / "kwok-stages.yaml"
+    path.write_text(POD_STAGES)
+    return path
 
 
 def args(kubeconfig: Path, server_port: int, config: Path | None = None) -> list[str]:

@@ -11,7 +11,10 @@ DEFAULT_RESOURCES = ("nvidia.com/gpu", "cpu", "memory")
 
 
 class QuotaConfig(BaseModel):
-    """Which ClusterQueue flavor to keep in sync, with which nodes, minus what reserve."""
+    """Which ClusterQueue flavor to keep in sync, with which nodes, minus what reserve.
+
+    Read by ``vkprovider quota`` and, when the section is present, by ``vkprovider serve``,
+    which then runs the sync on its leader (the service's Lease)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -20,7 +23,9 @@ class QuotaConfig(BaseModel):
     node_selector: dict[str, str] = Field(
         default={"pool": "local-gpu"}, description="labels of the local nodes that count"
     )
-    resources: list[str] = Field(default=list(DEFAULT_RESOURCES), min_length=1)
+    resources: list[str] = Field(
+        default=list(DEFAULT_RESOURCES), min_length=1, description="resources whose nominalQuota is synced"
+    )
     reserve: dict[str, str] = Field(
         default={}, description="quantities kept out of the quota (e.g. for inference)"
     )
@@ -29,7 +34,7 @@ class QuotaConfig(BaseModel):
         description="taint keys that put a node in maintenance (cordoned nodes always are)",
     )
     interval_seconds: float = Field(default=10.0, gt=0, description="at most this long between syncs")
-    dry_run: bool = False
+    dry_run: bool = Field(default=False, description="compute and log the change, write nothing")
 
     @field_validator("reserve")
     @classmethod

@@ -62,9 +62,8 @@ class QuotaSync:
         tasks = [asyncio.create_task(i.run()) for i in (self._nodes, self._queues)]
         try:
             try:
-                await asyncio.wait_for(
-                    asyncio.gather(self._nodes.synced.wait(), self._queues.synced.wait()), timeout=60
-                )
+                async with asyncio.timeout(60):
+                    await asyncio.gather(self._nodes.synced.wait(), self._queues.synced.wait())
             except TimeoutError:
                 raise QuotaTargetError(
                     "could not list Nodes and ClusterQueues within 60s: is the apiserver reachable "
@@ -84,8 +83,11 @@ class QuotaSync:
                     metrics.WRITES.labels("crashed").inc()
                     await asyncio.sleep(delay)
                     continue
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # lands as the event fires, and the loop would outlive its term
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._dirty.wait(), timeout=cfg.interval_seconds)
+                    async with asyncio.timeout(cfg.interval_seconds):
+                        await self._dirty.wait()
                 await asyncio.sleep(_DEBOUNCE_SECONDS)  # a burst of node events makes one write
         finally:
             for task in tasks:

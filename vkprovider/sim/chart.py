@@ -1,7 +1,8 @@
 """``timeline.png``: the chart a person would draw to explain the system.
 
 Top: inference replicas as stacked areas (local, then external per provider), the desired count
-as a dashed line, training jobs as shaded bands, other timeline events as dotted lines, and the
+as a dashed line, training jobs as shaded bands (through Kueue: admitted to finished, and
+hatched while queued), other timeline events as dotted lines, and the
 spend rate (from the ledgers) on a second axis. Bottom strip: the gate's state over the day.
 The x axis is the simulated clock.
 """
@@ -33,10 +34,22 @@ def _hours(s: Scenario, rec: Recording, t: float) -> float:
 
 
 def _bands(rec: Recording) -> list[tuple[str, float, float]]:
-    """(training name, start, end) from the runner's actions; open bands end with the recording."""
+    """(training name, start, end): through Kueue from admission to finish, otherwise from the
+    runner's actions; open bands end with the recording."""
+    if rec.admissions:
+        return [(a.job, a.admitted, a.finished or rec.end) for a in rec.admissions if a.admitted is not None]
     starts = {a.subject: a.t for a in rec.actions if a.kind == "training-start"}
     ends = {a.subject: a.t for a in rec.actions if a.kind == "training-end"}
     return [(name, t0, ends.get(name, rec.end)) for name, t0 in starts.items()]
+
+
+def _queued(rec: Recording) -> list[tuple[str, float, float]]:
+    """(training name, created, admitted or end): a Job waiting in the Kueue queue."""
+    return [
+        (a.job, a.created, a.admitted or rec.end)
+        for a in rec.admissions
+        if a.created is not None and (a.admitted or rec.end) - a.created > 1
+    ]
 
 
 def draw(s: Scenario, rec: Recording, path: Path) -> None:
@@ -70,6 +83,10 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             va="top",
             fontsize=9,
         )
+    for name, t0, t1 in _queued(rec):
+        x0, x1 = _hours(s, rec, t0), _hours(s, rec, t1)
+        ax.axvspan(x0, x1, facecolor="none", edgecolor="#3498db", hatch="//", alpha=0.35, zorder=0)
+        ax.text((x0 + x1) / 2, top * 0.7, f"{name} queued", ha="center", va="top", fontsize=8)
     for a in rec.actions:
         if a.kind in EVENT_LABELS:
             x = _hours(s, rec, a.t)
@@ -99,7 +116,11 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
     handles, names = ax.get_legend_handles_labels()
     spend_handles, spend_names = spend_ax.get_legend_handles_labels()
     handles += [Patch(color="#3498db", alpha=0.15), *spend_handles]
-    names += ["training job", *spend_names]
+    names += ["training job (through Kueue: admitted → finished)" if rec.admissions else "training job"]
+    names += spend_names
+    if _queued(rec):
+        handles.append(Patch(facecolor="none", edgecolor="#3498db", hatch="//", alpha=0.35))
+        names.append("training queued in Kueue")
     ax.legend(
         handles,
         names,

@@ -8,13 +8,15 @@
   replicas still missing after that long count as lost.
 - **orphans**: provider deployments without a pod at the end (after settling).
 - **duplicates**: one pod UID billed by two deployments at the same time (any providers).
+- **gang** (training via Kueue): no training pod existed before its Job was admitted — none
+  created before the Workload's Admitted time, none seen in a sample while it was queued.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vkprovider.sim.record import Action, LedgerEntry, Sample
+from vkprovider.sim.record import Action, Admission, LedgerEntry, Sample
 from vkprovider.sim.scenario import Scenario
 
 EXCUSING = ("training-start", "scale")
@@ -38,10 +40,31 @@ class Invariants:
     orphans: list[str]
     duplicates: list[str]  #: "uid: provider/deployment + provider/deployment"
     redeployed: list[str]  #: UIDs deployed more than once one after another (not at once)
+    gang: list[str] = field(default_factory=list)  #: training pods that existed before admission
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.orphans or self.duplicates)
+        return not (self.lost or self.orphans or self.duplicates or self.gang)
+
+
+def gang_violations(samples: list[Sample], admissions: list[Admission]) -> list[str]:
+    found = []
+    for a in admissions:
+        if a.first_pod is not None and (a.admitted is None or a.first_pod < a.admitted):
+            when = (
+                "never admitted"
+                if a.admitted is None
+                else f"{a.admitted - a.first_pod:.0f}s before admission"
+            )
+            found.append(f"{a.job}: first pod created {when}")
+        queued = [
+            x
+            for x in samples
+            if (tr := x.training.get(a.job)) and tr.state == "queued" and tr.running + tr.pending
+        ]
+        if queued:
+            found.append(f"{a.job}: pods seen in {len(queued)} samples while queued")
+    return found
 
 
 def overlaps(entries: list[LedgerEntry]) -> list[str]:
@@ -59,13 +82,16 @@ def overlaps(entries: list[LedgerEntry]) -> list[str]:
     return found
 
 
-def _excused(s: Scenario, actions: list[Action], t: float) -> bool:
+def _excused(s: Scenario, actions: list[Action], t: float, admitted: tuple[float, ...] = ()) -> bool:
+    """Inside a preemption or scale-up window: after a training start or scale action, or (via
+    Kueue) after an admission, when the gang's pods preempt."""
     window = s.lost_after
-    return any(a.kind in EXCUSING and a.t <= t <= a.t + window for a in actions)
+    starts = [a.t for a in actions if a.kind in EXCUSING] + list(admitted)
+    return any(t0 <= t <= t0 + window for t0 in starts)
 
 
 def workload_invariant(
-    s: Scenario, name: str, samples: list[Sample], actions: list[Action]
+    s: Scenario, name: str, samples: list[Sample], actions: list[Action], admitted: tuple[float, ...] = ()
 ) -> WorkloadInvariant:
     w = s.workload(name)
     configured = w.hpa.min_replicas if w.hpa else w.replicas
@@ -81,7 +107,7 @@ def workload_invariant(
         floor = w.pdb.floor(ws.desired) if w.pdb else 0
         if ws.ready < floor:
             result.below_floor_seconds += dt
-            if not _excused(s, actions, here.t):
+            if not _excused(s, actions, here.t, admitted):
                 result.below_floor_unexcused_seconds += dt
         shortfall = max(0, ws.desired - ws.ready)
         if shortfall and short_since is None:
@@ -104,8 +130,12 @@ def invariants(
     actions: list[Action],
     ledgers: dict[str, list[LedgerEntry]],
     orphans: list[str],
+    admissions: list[Admission] | None = None,
 ) -> Invariants:
-    per_workload = [workload_invariant(s, w.name, samples, actions) for w in s.workloads]
+    admitted = tuple(a.admitted for a in admissions or [] if a.admitted is not None)
+    if admissions:  # through Kueue a Job preempts when admitted, not when it arrives
+        actions = [a for a in actions if a.kind != "training-start"]
+    per_workload = [workload_invariant(s, w.name, samples, actions, admitted) for w in s.workloads]
     entries = [e for es in ledgers.values() for e in es]
     counts: dict[str, int] = {}
     for e in entries:
@@ -113,4 +143,11 @@ def invariants(
     duplicates = overlaps(entries)
     twice = {d.split(":", 1)[0] for d in duplicates}
     redeployed = sorted(uid for uid, n in counts.items() if n > 1 and uid not in twice)
-    return Invariants(per_workload, sum(w.lost for w in per_workload), list(orphans), duplicates, redeployed)
+    return Invariants(
+        per_workload,
+        sum(w.lost for w in per_workload),
+        list(orphans),
+        duplicates,
+        redeployed,
+        gang_violations(samples, admissions or []),
+    )

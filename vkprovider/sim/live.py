@@ -105,9 +105,12 @@ class LiveView:
             parts.append(table)
             training = ", ".join(
                 f"{n}: {t.running} running / {t.pending} pending ({t.gpus} GPUs)"
+                + (f" [{t.state}]" if t.state else "")
                 for n, t in sample.training.items()
-                if t.running or t.pending
+                if t.running or t.pending or t.state in ("queued", "admitted")
             )
+            if sample.queue_gpus is not None:
+                training += f"   (queue quota {sample.queue_gpus} GPUs)"
             parts.append(Text(f"training: {training or 'none'}"))
             parts.append(Text(f"local GPUs schedulable {sample.local_gpus}, in use {sample.local_gpus_used}"))
             parts.append(Text(f"gate: {self.gate_text(sample)}"))

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# kwok stage delays (dev clusters with pod delays or Kueue): a local replica takes
+# ``fleet.ready_after`` to become Ready, a training pod completes after its run.
+from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION, READY_DELAY_ANNOTATION
+from vkprovider.sim.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOAD_PRIORITY_CLASS
+from vkprovider.sim.kueue import NAMESPACE as KUEUE_NAMESPACE
 from vkprovider.sim.scenario import ProviderSpec, Scenario, Training, Workload
 
 JSON = dict[str, Any]
@@ -20,10 +25,30 @@ WORKLOAD_LABEL = "sim.vkprovider.io/workload"
 TRAINING_LABEL = "sim.vkprovider.io/training"
 POOL_LABEL, POOL_VALUE = "pool", "local-gpu"
 GPU = "nvidia.com/gpu"
-#: kwok stage delays (honoured by dev clusters started with pod delays): a local replica takes
-#: ``fleet.ready_after`` to become Ready, a training pod completes after its run.
-READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
-COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+
+_PLURALS = {
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "Job": "jobs",
+    "PriorityClass": "priorityclasses",
+    "Namespace": "namespaces",
+    "Pod": "pods",
+    "ResourceFlavor": "resourceflavors",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
+
+
+def collection_path(obj: JSON) -> str:
+    """The collection path of ``obj`` (``/apis/apps/v1/namespaces/ns/deployments``)."""
+    group_version = obj["apiVersion"]
+    prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    plural = _PLURALS[obj["kind"]]
+    namespace = obj["metadata"].get("namespace")
+    return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
 
 
 def go_duration(seconds: float) -> str:
@@ -157,16 +182,28 @@ def training_pod_spec(s: Scenario, t: Training) -> JSON:
     }
 
 
+def training_namespace(s: Scenario) -> str:
+    """Where training Jobs are created: deploy/kueue's LocalQueue namespace through Kueue."""
+    return KUEUE_NAMESPACE if s.training.kueue else s.namespace
+
+
 def training_job(s: Scenario, t: Training, *, run_seconds: float) -> JSON:
-    """A Job of ``gpus / gpus_per_pod`` pods that all run at once (a gang, without Kueue). kwok
-    completes each pod ``run_seconds`` after it starts (on clusters with stage delays)."""
+    """A Job of ``gpus / gpus_per_pod`` pods that all run at once. kwok completes each pod
+    ``run_seconds`` after it starts (on clusters with stage delays). Through Kueue it is created
+    suspended in the LocalQueue's namespace and Kueue admits it whole (a gang) or not at all."""
     pods = t.gpus // s.gpus_per_pod(t)
     labels = {TRAINING_LABEL: t.name}
+    job_labels = dict(labels)
+    suspend: JSON = {}
+    if s.training.kueue:
+        job_labels |= {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: WORKLOAD_PRIORITY_CLASS}
+        suspend = {"suspend": True}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": t.name, "namespace": s.namespace, "labels": labels},
+        "metadata": {"name": t.name, "namespace": training_namespace(s), "labels": job_labels},
         "spec": {
+            **suspend,
             "parallelism": pods,
             "completions": pods,
             "completionMode": "Indexed",

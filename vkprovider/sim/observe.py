@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 
 from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeNotFound
+from vkprovider.sim import kueue
 from vkprovider.sim.ledger import LedgerReader
 from vkprovider.sim.manifests import GPU, POOL_LABEL, POOL_VALUE, TRAINING_LABEL, WORKLOAD_LABEL
-from vkprovider.sim.record import LedgerEntry, Sample, TrainingSample, WorkloadSample
+from vkprovider.sim.record import Admission, LedgerEntry, Sample, TrainingSample, WorkloadSample
 from vkprovider.sim.scenario import Scenario
 
 JSON = dict[str, Any]
@@ -62,7 +64,12 @@ def sample_from(
     virtual_node: str,
     gate_taint_key: str,
     ledger: list[LedgerEntry] | None = None,
+    jobs: list[JSON] | None = None,
+    kueue_workloads: list[JSON] | None = None,
+    cluster_queue: JSON | None = None,
 ) -> Sample:
+    """``jobs``, ``kueue_workloads`` and ``cluster_queue`` (training via Kueue) add each
+    training's queue state and the queue's GPU quota."""
     local_nodes = {n["metadata"]["name"]: n for n in nodes if is_local_node(n)}
     virtual = next((n for n in nodes if n["metadata"]["name"] == virtual_node), None)
     sample = Sample(t=t)
@@ -107,6 +114,13 @@ def sample_from(
         taints = virtual["spec"].get("taints") or []
         sample.gate_tainted = any(t.get("key") == gate_taint_key for t in taints)
     sample.spend_rate = sum(e.price_per_hour for e in ledger or [] if e.open_at(t))
+    if kueue_workloads is not None:
+        by_job = {name: w for w in kueue_workloads if (name := kueue.owner_job(w))}
+        existing = {j["metadata"]["name"] for j in jobs or []}
+        for name, tr in sample.training.items():
+            if name in existing:
+                tr.state = kueue.workload_state(by_job.get(name))
+        sample.queue_gpus = kueue.queue_gpus(cluster_queue)
     return sample
 
 
@@ -127,6 +141,8 @@ class Observer:
         self.virtual_node, self.gate_taint_key = virtual_node, gate_taint_key
         self.admin_url = admin_url
         self._http = httpx.AsyncClient(timeout=2.0)
+        #: training via Kueue: each Job's admission record, folded from every sample
+        self.admissions = {t.name: Admission(t.name, t.gpus) for _, t in s.trainings()}
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -142,9 +158,27 @@ class Observer:
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
+    async def _kueue(self) -> tuple[list[JSON], list[JSON], list[JSON], JSON | None]:
+        """Training pods, Jobs and Workloads in the LocalQueue's namespace, and the ClusterQueue."""
+        ns = kueue.NAMESPACE
+        pods = (await self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods"))["items"]
+        jobs = (await self.kube.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs"))["items"]
+        workloads = (await self.kube.request("GET", f"{kueue.API}/namespaces/{ns}/workloads"))["items"]
+        try:
+            queue = await self.kube.request("GET", f"{kueue.API}/clusterqueues/{kueue.CLUSTER_QUEUE}")
+        except KubeNotFound:
+            queue = None
+        return pods, jobs, workloads, queue
+
     async def sample(self) -> Sample:
         ns = self.s.namespace
         pods = (await self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods"))["items"]
+        extra: dict[str, Any] = {}
+        if self.s.training.kueue:
+            training_pods, jobs, workloads, queue = await self._kueue()
+            kueue.update(self.admissions, jobs, workloads, training_pods, TRAINING_LABEL)
+            pods = pods if ns == kueue.NAMESPACE else pods + training_pods
+            extra = {"jobs": jobs, "kueue_workloads": workloads, "cluster_queue": queue}
         nodes = (await self.kube.request("GET", "/api/v1/nodes"))["items"]
         deployments = (await self.kube.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments"))["items"]
         t = time.time()
@@ -159,6 +193,7 @@ class Observer:
             virtual_node=self.virtual_node,
             gate_taint_key=self.gate_taint_key,
             ledger=[e for es in entries.values() for e in es],
+            **extra,
         )
         sample.service_spend_rate = service_rate
         return sample

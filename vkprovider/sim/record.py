@@ -30,6 +30,7 @@ class TrainingSample:
     running: int = 0  #: pods bound to a node and not finished
     pending: int = 0
     gpus: int = 0  #: GPUs those bound pods hold
+    state: str = ""  #: through Kueue: queued, admitted or finished ("" for plain Jobs)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Sample:
     external_by_provider: dict[str, int] = field(default_factory=dict)
     spend_rate: float = 0.0  #: $/h of the providers' open ledger entries at ``t`` (live view)
     service_spend_rate: float | None = None  #: $/h vkprovider itself accounts (admin /state budgets)
+    queue_gpus: int | None = None  #: the ClusterQueue's local GPU quota (training via Kueue)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
@@ -58,6 +60,7 @@ class Sample:
             external_by_provider=dict(data.get("external_by_provider", {})),
             spend_rate=float(data.get("spend_rate", 0.0)),
             service_spend_rate=data.get("service_spend_rate"),
+            queue_gpus=data.get("queue_gpus"),
         )
 
 
@@ -70,6 +73,19 @@ class Action:
     subject: str
     detail: str = ""
     value: float | None = None  #: the number the action set (capacity, replicas), if any
+
+
+@dataclass
+class Admission:
+    """One training Job's way through Kueue, from the apiserver's own timestamps (unix seconds,
+    one-second resolution): the earliest reading of each step is kept."""
+
+    job: str
+    gpus: int = 0
+    created: float | None = None  #: the Job's creationTimestamp
+    admitted: float | None = None  #: its Workload's Admitted=True
+    first_pod: float | None = None  #: the earliest creationTimestamp of its pods
+    finished: float | None = None  #: its Workload's Finished=True
 
 
 @dataclass
@@ -125,6 +141,7 @@ class Recording:
     components: dict[str, bool] = field(default_factory=dict)  #: gate, descheduler: were they running
     orphans: list[str] = field(default_factory=list)  #: provider/uid without a pod at the end
     notes: list[str] = field(default_factory=list)
+    admissions: list[Admission] = field(default_factory=list)  #: training via Kueue, in timeline order
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -144,4 +161,5 @@ class Recording:
             components=dict(data.get("components", {})),
             orphans=list(data.get("orphans", [])),
             notes=list(data.get("notes", [])),
+            admissions=[Admission(**a) for a in data.get("admissions", [])],
         )

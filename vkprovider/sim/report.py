@@ -16,9 +16,9 @@ from typing import Any
 from vkprovider.sim import chart
 from vkprovider.sim.costs import Costs, costs, ledger_money_between, service_money
 from vkprovider.sim.invariants import Invariants, invariants
-from vkprovider.sim.record import Recording
+from vkprovider.sim.record import Admission, Recording
 from vkprovider.sim.scenario import Scenario, parse_scenario
-from vkprovider.sim.timeline import changes, events_csv
+from vkprovider.sim.timeline import changes, events_csv, sim_clock
 
 
 def _stamp(t: float) -> str:
@@ -70,7 +70,7 @@ def _service_line(rec: Recording, s: Scenario) -> str:
 def compute(rec: Recording) -> tuple[Scenario, Costs, Invariants]:
     s = parse_scenario(rec.scenario, "recording")
     c = costs(s, rec.ledgers, rec.samples, rec.actions, start=rec.day_start, end=rec.day_end, until=rec.end)
-    inv = invariants(s, rec.samples, rec.actions, rec.ledgers, rec.orphans)
+    inv = invariants(s, rec.samples, rec.actions, rec.ledgers, rec.orphans, rec.admissions)
     return s, c, inv
 
 
@@ -94,6 +94,11 @@ def markdown(rec: Recording) -> str:
     for component in ("gate", "descheduler"):
         running = rec.components.get(component, False)
         lines.append(f"- {component}: {'running' if running else '**not running**'}")
+    if rec.components.get("kueue", False):
+        lines.append(
+            "- Kueue: running; training Jobs go through LocalQueue research → ClusterQueue training "
+            "(deploy/kueue), admitted whole; the quota sync runs inside vkprovider serve (leader-elected)"
+        )
     if not rec.components.get("descheduler", False):
         lines.append("  (without the descheduler nothing brings external replicas home: expect extra spend)")
     lines += [f"- {note}" for note in rec.notes]
@@ -152,11 +157,80 @@ def markdown(rec: Recording) -> str:
         f"- duplicate deployments (one pod UID billed twice at once): **{len(inv.duplicates)}**"
         + (f" ({'; '.join(inv.duplicates)})" if inv.duplicates else ""),
         f"- pod UIDs deployed again after an earlier deployment ended: {len(inv.redeployed)}",
+    ]
+    if s.training.kueue:
+        lines.append(
+            "- gang admission (no training pod before its Job was admitted, none while queued): "
+            f"**{len(inv.gang)}** violations" + (f" ({'; '.join(inv.gang)})" if inv.gang else "")
+        )
+        lines += admission_section(s, rec)
+    lines += [
         "",
         "Files: `timeline.png`, `events.csv` (every state change), `recording.json` (raw samples), `report.json`.",
         "",
     ]
     return "\n".join(lines)
+
+
+def admission_section(s: Scenario, rec: Recording) -> list[str]:
+    """Each training Job through Kueue: created, admitted, first pod, finished, and what it
+    queued behind; then the queue's GPU quota as the sync changed it."""
+
+    def clock(t: float | None) -> str:
+        return "—" if t is None else sim_clock(s, rec.day_start, t)
+
+    lines = [
+        "",
+        "## Training admission (Kueue)",
+        "",
+        "Times from the apiserver (Job and pod creationTimestamp, the Workload's Admitted and Finished "
+        f"conditions), on the simulated clock; they have one-second resolution (= {s.sim(1.0) / 60:.0f} "
+        "simulated minutes).",
+        "",
+        "| job | GPUs | created | admitted | first pod | finished | queued | queued while |",
+        "|---|---:|---|---|---|---|---:|---|",
+    ]
+    for a in rec.admissions:
+        waited = (a.admitted if a.admitted is not None else rec.end) - a.created if a.created else 0.0
+        lines.append(
+            f"| {a.job} | {a.gpus} | {clock(a.created)} | {clock(a.admitted)} | {clock(a.first_pod)} | "
+            f"{clock(a.finished)} | {_hours(s.sim(max(0.0, waited)))} | {', '.join(queued_behind(a, rec)) or '—'} |"
+        )
+    never = [a.job for a in rec.admissions if a.created is not None and a.admitted is None]
+    if never:
+        lines.append(f"\nNot admitted by the end of the recording: {', '.join(never)}.")
+    steps = quota_steps(rec)
+    if steps:
+        text = " → ".join(f"{q} GPUs at {sim_clock(s, rec.day_start, t)}" for t, q in steps)
+        lines += [
+            "",
+            f"ClusterQueue quota (local-gpu GPUs, kept by the quota sync in vkprovider serve): {text}.",
+        ]
+    return lines
+
+
+def queued_behind(a: Admission, rec: Recording) -> list[str]:
+    """The other training Jobs that were admitted and not finished while ``a`` waited."""
+    if a.created is None:
+        return []
+    waited_until = a.admitted if a.admitted is not None else rec.end
+    out = []
+    for other in rec.admissions:
+        if other is a or other.admitted is None:
+            continue
+        ran_until = other.finished if other.finished is not None else rec.end
+        if other.admitted < waited_until and ran_until > a.created and waited_until - a.created > 1:
+            out.append(f"{other.job} ran")
+    return out
+
+
+def quota_steps(rec: Recording) -> list[tuple[float, int]]:
+    """(time, GPU quota) each time the sampled quota changed, from the day's start."""
+    steps: list[tuple[float, int]] = []
+    for x in rec.samples:
+        if x.queue_gpus is not None and (not steps or steps[-1][1] != x.queue_gpus):
+            steps.append((max(x.t, rec.day_start), x.queue_gpus))
+    return steps
 
 
 def summary(rec: Recording) -> dict[str, Any]:
@@ -178,7 +252,13 @@ def summary(rec: Recording) -> dict[str, Any]:
             "orphans": inv.orphans,
             "duplicates": inv.duplicates,
             "workloads": [asdict(w) for w in inv.workloads],
+            "gang": inv.gang,
         },
+        "quota_steps": quota_steps(rec),
+        "admissions": [
+            {**asdict(a), "queued_behind": [q.removesuffix(" ran") for q in queued_behind(a, rec)]}
+            for a in rec.admissions
+        ],
     }
 
 

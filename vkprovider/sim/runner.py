@@ -76,6 +76,8 @@ class Run:
         )
         self.rec = Recording(scenario=s.model_dump(mode="json"), day_start=0.0, day_end=0.0, end=0.0)
         self.rec.components = {"gate": stack.gate, "descheduler": stack.descheduler}
+        if stack.kueue:
+            self.rec.components |= {"kueue": True, "quota sync": True}
         self.last: Sample | None = None
 
     async def close(self) -> None:
@@ -95,13 +97,19 @@ class Run:
             free = sample.local_gpus - sample.local_gpus_used
             expect_taint = self.stack.gate and free >= int(gate_section(self.s)["taint_at_free_gpus"])
             gate_settled = sample.gate_tainted is not None and sample.gate_tainted == expect_taint
-            if home and gate_settled:
+            # through Kueue: serve's quota sync has set the queue to what the fleet offers
+            quota_synced = not self.s.training.kueue or sample.queue_gpus == self.expected_quota
+            if home and gate_settled and quota_synced:
                 return
             await asyncio.sleep(1.0)
         self.rec.notes.append(
-            f"warm-up: not every replica was Ready locally (and the gate settled) after {timeout:.0f}s; "
-            "started anyway"
+            f"warm-up: not every replica was Ready locally (and the gate and the queue's quota settled) "
+            f"after {timeout:.0f}s; started anyway"
         )
+
+    @property
+    def expected_quota(self) -> int:
+        return self.s.fleet.nodes * self.s.fleet.gpus_per_node - self.s.training.reserve_gpus
 
     def spent(self, now: float) -> float:
         return sum(c.money for c in provider_costs(self.s, self.ledgers.last, now))
@@ -170,6 +178,10 @@ class Run:
         except Exception as exc:
             self.rec.ledgers = dict(self.ledgers.last)
             self.rec.ledger_source = f"last good reading ({exc})"
+        if self.s.training.kueue:
+            with contextlib.suppress(Exception):  # one last reading: a Job that finished meanwhile
+                await self.observer.sample()
+            self.rec.admissions = list(self.observer.admissions.values())
         self.rec.end = time.time()
 
 

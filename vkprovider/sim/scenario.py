@@ -33,6 +33,7 @@ from vkprovider.sim.scenario_parts import (
     SimSeconds,
     Strict,
     Training,
+    TrainingSubmission,
     Workload,
     parse_duration,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ScenarioError",
     "SimSeconds",
     "Training",
+    "TrainingSubmission",
     "Workload",
     "load_scenario",
     "parse_duration",
@@ -99,6 +101,7 @@ class Scenario(Strict):
     fleet: Fleet
     providers: list[ProviderSpec] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
+    training: TrainingSubmission = TrainingSubmission()
     timeline: list[Event] = []
     runtime: Runtime = Runtime()
 
@@ -194,6 +197,12 @@ def reference_errors(s: Scenario) -> list[str]:
                 )
             if body.gpus > total_gpus:
                 errors.append(f"{field}.training.gpus: {body.gpus} exceeds the fleet's {total_gpus} GPUs")
+            elif s.training.kueue and body.gpus > total_gpus - s.training.reserve_gpus:
+                errors.append(
+                    f"{field}.training.gpus: {body.gpus} exceed the queue's quota "
+                    f"({total_gpus} GPUs - training.reserve_gpus {s.training.reserve_gpus}): "
+                    "Kueue would never admit it"
+                )
     return errors
 
 

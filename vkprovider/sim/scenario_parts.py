@@ -4,7 +4,7 @@ workloads and the timeline's event kinds (see :mod:`vkprovider.sim.scenario`).""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
@@ -126,6 +126,27 @@ class Training(Strict):
     gpus_per_pod: int | None = Field(default=None, gt=0, description="default: one node's GPUs")
     duration: SimSeconds = Field(gt=0)
     priority: int = Field(default=1000, ge=1, le=1_000_000_000, description="above inference (0)")
+
+
+class TrainingSubmission(Strict):
+    """How the timeline's training Jobs are submitted (the scenario's ``training:`` section)."""
+
+    via: Literal["job", "kueue"] = Field(
+        default="job",
+        description="job: plain batch/v1 Jobs, started on arrival and ended on schedule; kueue: through "
+        "deploy/kueue's LocalQueue (namespace research), admitted whole by real Kueue, running for "
+        "their duration from admission",
+    )
+    quota_sync_seconds: float = Field(
+        default=2.0, gt=0, le=60, description="kueue: the quota sync's interval inside vkprovider serve"
+    )
+    reserve_gpus: int = Field(
+        default=0, ge=0, description="kueue: local GPUs the quota sync keeps out of the queue's quota"
+    )
+
+    @property
+    def kueue(self) -> bool:
+        return self.via == "kueue"
 
 
 class CapacityChange(Strict):

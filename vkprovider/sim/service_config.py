@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from vkprovider.config import Settings
 from vkprovider.devcluster import kwok
+from vkprovider.sim.kueue import CLUSTER_QUEUE, FLAVOR, GPU
 from vkprovider.sim.scenario import Scenario, ScenarioError
 
 VIRTUAL_NODE = "vk-external"
@@ -70,7 +71,21 @@ def serve_config(
     }
     if gate_supported():
         config["gate"] = gate_section(s)
+    if s.training.kueue:  # the quota sync, on the leader, as a deployment would run it
+        config["leader_election"] = {"enabled": True, "namespace": "default", "identity": f"{node}-sim"}
+        config["quota"] = quota_section(s)
     return config
+
+
+def quota_section(s: Scenario) -> dict[str, Any]:
+    reserve = {GPU: str(s.training.reserve_gpus)} if s.training.reserve_gpus else {}
+    return {
+        "cluster_queue": CLUSTER_QUEUE,
+        "flavor": FLAVOR,
+        "node_selector": {kwok.GPU_POOL_LABEL: kwok.GPU_POOL_VALUE},
+        "interval_seconds": s.training.quota_sync_seconds,
+        "reserve": reserve,
+    }
 
 
 def preflight(s: Scenario, source: str = "scenario") -> None:

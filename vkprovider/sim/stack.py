@@ -1,8 +1,9 @@
 """Everything a scenario runs on, started as real processes and stopped by PID.
 
-The local control plane (devcluster) with the scenario's kwok nodes, one ``vkprovider fakecloud``
-process per provider, ``vkprovider serve`` (with the gate when this build has one) and the
-Descheduler (when the dev cluster can start one). Processes run in their own sessions, so
+The local control plane (devcluster) with the scenario's kwok nodes (and real Kueue with
+deploy/kueue's objects when training goes through it), one ``vkprovider fakecloud`` process per
+provider, ``vkprovider serve`` (with the gate when this build has one, and the quota sync with
+Kueue) and the Descheduler (when the dev cluster can start one). Processes run in their own sessions, so
 ``make demo`` can exit and leave them running; their PIDs go to a state file that ``down``
 reads.
 """
@@ -26,7 +27,7 @@ import yaml
 from vkprovider.devcluster import Cluster, StartupError, kwok
 from vkprovider.devcluster.cluster import run_root
 from vkprovider.devcluster.process import Process, ensure_port_free, free_port, spawn
-from vkprovider.sim import manifests
+from vkprovider.sim import kueue, manifests
 from vkprovider.sim.local import fakecloud_module
 from vkprovider.sim.scenario import Scenario
 from vkprovider.sim.service_config import GATE_TAINT_KEY, VIRTUAL_NODE, gate_supported, serve_config
@@ -83,6 +84,7 @@ class Stack:
     gate: bool = False
     descheduler: bool = False
     pod_delays: bool = False  #: kwok honours stage delays: real training Jobs, slow local Ready
+    kueue: bool = False  #: real Kueue admits training; serve runs the quota sync on its leader
     virtual_node: str = VIRTUAL_NODE
     gate_taint_key: str = GATE_TAINT_KEY
     notes: list[str] = field(default_factory=list)  #: what did not start, for the report
@@ -98,6 +100,7 @@ class Stack:
             "admin_url": self.admin_url,
             "gate": self.gate,
             "descheduler": self.descheduler,
+            "kueue": self.kueue,
         }
         state_path(self.cluster.name).write_text(json.dumps(data, indent=1))
 
@@ -115,10 +118,15 @@ class Stack:
             ensure_port_free(admin_port, "vkprovider serve admin API")
         say(f"starting the local control plane with {s.fleet.nodes} kwok GPU nodes ...")
         options: dict[str, Any] = {"pod_delays": True} if pod_delays_supported() else {}
+        if s.training.kueue:
+            say("... with real Kueue (training goes through its LocalQueue)")
+            options["kueue"] = True
         cluster = await Cluster.start(cluster_name, gpu_nodes=0, **options)
-        stack = cls(cluster, {}, "", pod_delays=bool(options))
+        stack = cls(cluster, {}, "", pod_delays=bool(options), kueue=s.training.kueue)
         try:
             await stack._nodes(s)
+            if stack.kueue:
+                await stack._kueue_objects(say)
             await stack._clouds(s, say)
             await stack._serve(s, admin_port or free_port(), say)
             await stack._descheduler(s, say)
@@ -144,6 +152,19 @@ class Stack:
                     return
                 await asyncio.sleep(0.25)
         raise StartupError(f"kwok nodes did not become Ready; logs in {self.logs}")
+
+    async def _kueue_objects(self, say: Callable[[str], None]) -> None:
+        """deploy/kueue's objects, before serve (its quota sync needs the ClusterQueue)."""
+        objects = kueue.deploy_objects()
+        async with self.cluster.http() as client:
+            for obj in objects:
+                path = manifests.collection_path(obj)
+                resp = await client.post(path, json=obj)
+                if resp.status_code not in (201, 409):
+                    name = f"{obj['kind']} {obj['metadata']['name']}"
+                    raise StartupError(f"applying deploy/kueue {name}: {resp.status_code} {resp.text[:300]}")
+        kinds = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in objects if o["kind"] != "Namespace")
+        say(f"applied deploy/kueue: {kinds}")
 
     async def _clouds(self, s: Scenario, say: Callable[[str], None]) -> None:
         config_dir = self.cluster.workdir / "sim"

@@ -58,11 +58,17 @@ def sample_changes(before: Sample, after: Sample) -> list[Change]:
             out.append(Change(after.t, "replicas", name, ", ".join(parts)))
     for name, tr in after.training.items():
         b_tr = before.training.get(name)
+        if b_tr is not None and b_tr.state != tr.state and tr.state:
+            out.append(Change(after.t, "admission", name, f"Kueue: {b_tr.state or 'new'} -> {tr.state}"))
         if b_tr is not None and (b_tr.running, b_tr.pending) != (tr.running, tr.pending):
             detail = (
                 f"running {b_tr.running}->{tr.running}, pending {b_tr.pending}->{tr.pending}, {tr.gpus} GPUs"
             )
             out.append(Change(after.t, "training-pods", name, detail))
+    if before.queue_gpus != after.queue_gpus and after.queue_gpus is not None:
+        out.append(
+            Change(after.t, "quota", "ClusterQueue", f"local GPUs {before.queue_gpus}->{after.queue_gpus}")
+        )
     if before.gate_tainted != after.gate_tainted:
         out.append(Change(after.t, "gate", "virtual node", gate_words(after.gate_tainted)))
     for node in sorted(set(after.cordoned) - set(before.cordoned)):
@@ -96,6 +102,8 @@ def changes(
             detail = f"desired {w.desired}, local {w.local}, external {w.external}, ready {w.ready}"
             out.append(Change(first.t, "initial", name, detail))
         out.append(Change(first.t, "initial", "gate", gate_words(first.gate_tainted)))
+        if first.queue_gpus is not None:
+            out.append(Change(first.t, "initial", "queue", f"ClusterQueue quota {first.queue_gpus} GPUs"))
     for before, after in itertools.pairwise(samples):
         out.extend(sample_changes(before, after))
     out.extend(ledger_changes(ledgers))

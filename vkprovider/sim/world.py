@@ -16,29 +16,12 @@ import httpx
 
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeNotFound
-from vkprovider.sim import manifests
+from vkprovider.sim import kueue, manifests
 from vkprovider.sim.record import Action
 from vkprovider.sim.scenario import CapacityChange, Maintenance, Outage, Scale, Scenario, Training
 from vkprovider.sim.stack import node_names
 
 JSON = dict[str, Any]
-
-
-def _path(obj: JSON) -> str:
-    """The collection path of ``obj`` (``/apis/apps/v1/namespaces/ns/deployments``)."""
-    group_version = obj["apiVersion"]
-    prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-    plural = {
-        "Deployment": "deployments",
-        "PodDisruptionBudget": "poddisruptionbudgets",
-        "HorizontalPodAutoscaler": "horizontalpodautoscalers",
-        "Job": "jobs",
-        "PriorityClass": "priorityclasses",
-        "Namespace": "namespaces",
-        "Pod": "pods",
-    }[obj["kind"]]
-    namespace = obj["metadata"].get("namespace")
-    return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
 
 
 @dataclass
@@ -65,15 +48,15 @@ class World:
 
     async def create(self, obj: JSON) -> None:
         try:
-            await self.kube.request("POST", _path(obj), body=obj)
+            await self.kube.request("POST", manifests.collection_path(obj), body=obj)
         except KubeConflict:
             name = obj["metadata"]["name"]
-            current = await self.kube.request("GET", f"{_path(obj)}/{name}")
+            current = await self.kube.request("GET", f"{manifests.collection_path(obj)}/{name}")
             obj = {
                 **obj,
                 "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
             }
-            await self.kube.request("PUT", f"{_path(obj)}/{name}", body=obj)
+            await self.kube.request("PUT", f"{manifests.collection_path(obj)}/{name}", body=obj)
 
     async def setup(self) -> None:
         """Namespace, PriorityClasses, then each workload's Deployment, PDB and HPA."""
@@ -97,8 +80,9 @@ class World:
             body = event.body
             if isinstance(body, Training):
                 out.append(Step(at, f"training {body.name} arrives", self._bind(self.start_training, body)))
-                end = self.s.real(event.at + body.duration)
-                out.append(Step(end, f"training {body.name} ends", self._bind(self.end_training, body)))
+                if not self.s.training.kueue:  # through Kueue the Job runs its duration from admission
+                    end = self.s.real(event.at + body.duration)
+                    out.append(Step(end, f"training {body.name} ends", self._bind(self.end_training, body)))
             elif isinstance(body, CapacityChange):
                 out.append(
                     Step(at, f"{body.provider} capacity {body.capacity}", self._bind(self.set_capacity, body))
@@ -130,6 +114,13 @@ class World:
         return call
 
     async def start_training(self, t: Training) -> Action:
+        if self.s.training.kueue:
+            # queued until Kueue admits the whole gang; each pod then runs its duration and
+            # completes (kwok), the Workload finishes and the queue admits the next one
+            await self.create(manifests.training_job(self.s, t, run_seconds=self.s.real(t.duration)))
+            pods = t.gpus // self.s.gpus_per_pod(t)
+            detail = f"{t.gpus} GPUs in {pods} pods, queued in LocalQueue {kueue.LOCAL_QUEUE}"
+            return Action(time.time(), "training-start", t.name, detail, float(t.gpus))
         if self.real_jobs:
             # kwok would complete the pods after their run; the runner ends the Job on schedule
             # first (a pod that waited for preemption starts late), so the day stays as written.

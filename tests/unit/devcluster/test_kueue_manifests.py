@@ -7,13 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
-from vkprovider.devcluster.build import KWOK_VERSION
 from vkprovider.devcluster.kueue import (
-    RUN_FOR_ANNOTATION,
     crds,
-    kwok_stages,
     manager_config,
     webhook_configurations,
 )
@@ -56,11 +52,3 @@ def test_manager_config_disables_what_cannot_run_on_loopback(tmp_path: Path) -> 
     assert config["featureGates"] == {"VisibilityOnDemand": False}
     assert config["webhook"]["host"] == "127.0.0.1"
     assert config["integrations"]["frameworks"] == ["batch/job"]
-
-
-def test_kwok_pod_complete_waits_for_the_run_for_annotation(tmp_path: Path) -> None:
-    kwok_dir = go_module_dir("sigs.k8s.io/kwok", KWOK_VERSION)
-    stages = list(yaml.safe_load_all(kwok_stages(kwok_dir, tmp_path / "s.yaml").read_text()))
-    assert [s["metadata"]["name"] for s in stages] == ["pod-ready", "pod-complete", "pod-delete"]
-    delay = stages[1]["spec"]["delay"]
-    assert RUN_FOR_ANNOTATION in delay["durationFrom"]["expressionFrom"]

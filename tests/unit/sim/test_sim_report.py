@@ -174,6 +174,7 @@ def test_write_produces_every_file_and_a_real_png(tmp_path: Path) -> None:
         "orphans": [],
         "duplicates": [],
         "workloads": summary["invariants"]["workloads"],
+        "gang": [],
     }
     assert (folder / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(folder / "timeline.png") as image:

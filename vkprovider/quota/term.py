@@ -1,0 +1,31 @@
+"""The quota sync as a part of a longer-running process (``vkprovider serve``, ``vkprovider
+quota``): a start-up check that refuses a missing target before anything is written, and one
+leadership term, which always starts from a fresh :class:`QuotaSync` (its informers and what it
+last wrote belong to that term).
+"""
+
+from __future__ import annotations
+
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeNotFound
+from vkprovider.kube.events import EventRecorder
+from vkprovider.quota.config import QuotaConfig
+from vkprovider.quota.plan import locate
+from vkprovider.quota.sync import KUEUE_API, QuotaSync
+
+COMPONENT = "vkprovider-quota"
+
+
+async def preflight(kube: KubeClient, config: QuotaConfig) -> None:
+    """Raise ``QuotaTargetError`` (a ``ConfigError``: exit 2, field named) when the configured
+    ClusterQueue, flavor or resources do not exist. A missing Kueue API reads as a missing queue."""
+    try:
+        cq = await kube.request("GET", f"{KUEUE_API}/clusterqueues/{config.cluster_queue}")
+    except KubeNotFound:
+        cq = None
+    locate(cq, config.cluster_queue, config.flavor, config.resources)
+
+
+async def run_term(kube: KubeClient, config: QuotaConfig, host: str) -> None:
+    """Sync until cancelled (the end of the term), from fresh state."""
+    await QuotaSync(kube, config, EventRecorder(kube, component=COMPONENT, host=host)).run()
