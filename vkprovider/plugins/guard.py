@@ -41,9 +41,9 @@ def _check_size(model: BaseModel, what: str) -> None:
 class Validated:
     """Fingerprints of the statuses that passed ``check_status``, kept for one list round.
 
-    A fingerprint is the status's field values with its one mutable field (``containers``,
-    a list) copied into a tuple, so a status equal to one that passed, or the same object
-    changed in place since, is told apart exactly; ``roll`` after each list keeps only what
+    A fingerprint is the status's field values plus a copy (a tuple) of its one mutable field,
+    the ``containers`` list, so a status equal to one that passed is recognised and the same
+    object changed in place since is not; ``roll`` after each list keeps only what
     that list returned (the memory is the last list's)."""
 
     def __init__(self) -> None:
@@ -52,7 +52,7 @@ class Validated:
 
     @staticmethod
     def fingerprint(status: DeploymentStatus) -> tuple[object, ...]:
-        return (type(status), *(tuple(v) if isinstance(v, list) else v for v in status.__dict__.values()))
+        return (type(status), *status.__dict__.values(), tuple(status.containers))
 
     def seen(self, status: DeploymentStatus, fingerprint: tuple[object, ...]) -> bool:
         return self._last.get(status.uid) == fingerprint or self._current.get(status.uid) == fingerprint
