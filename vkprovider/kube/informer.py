@@ -11,9 +11,10 @@ one for a new term, never reuse a cache that was synced before.
 
 Built for 10,000 objects: the list is read in pages (``page_size``, 500 like client-go's
 reflector; every page is of the same snapshot, and an expired continue token is a 410 that
-relists), and the cached objects drop ``metadata.managedFields`` (nobody here reads them, and
+relists), the cached objects drop ``metadata.managedFields`` (nobody here reads them, and
 they are a third of a pod's size: client-go users strip them with a transform for the same
-reason).
+reason) and share their repeated strings (``_Shared``): 17 KB of Python objects per pod
+become ~8 KB.
 """
 
 from __future__ import annotations
@@ -130,20 +131,57 @@ class Informer:
             if kind == "BOOKMARK":
                 self._resource_version = version or self._resource_version
                 continue
-            key = object_key(_lean(obj))
+            key = object_key(obj)
             old = self.cache.get(key)
             if kind == "DELETED":
                 self.cache.pop(key, None)
             else:
-                self.cache[key] = obj
+                obj = self.cache[key] = _lean(obj)
             self._handler(str(kind), old, obj)
             self._resource_version = version or self._resource_version
             self._backoff.reset()
 
 
+class _Shared:
+    """One copy of each string the cached objects repeat (field names, "True", images, node
+    and namespace names, timestamps of the same second): a JSON-decoded pod is ~17 KB of Python
+    objects, half of it the same strings over and over. Bounded: the table starts afresh when
+    full (objects keep the strings they have), so unique values (UIDs, resourceVersions) never
+    pile up."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._strings: dict[str, str] = {}
+        self._limit = limit
+
+    def share(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self._string(value)
+        if isinstance(value, dict):
+            string = self._string
+            share = self.share
+            return {string(k): (string(v) if type(v) is str else share(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.share(v) for v in value]
+        return value
+
+    def _string(self, value: str) -> str:
+        shared = self._strings.get(value)
+        if shared is not None:
+            return shared
+        if len(self._strings) >= self._limit:
+            self._strings.clear()
+        self._strings[value] = value
+        return value
+
+
+_SHARED = _Shared()
+
+
 def _lean(obj: JSON) -> JSON:
-    """The object as cached: without ``metadata.managedFields`` (see the module docstring)."""
+    """The object as cached: without ``metadata.managedFields``, its strings shared (see the
+    module docstring and ``_Shared``)."""
     meta = obj.get("metadata")
     if meta is not None:
         meta.pop("managedFields", None)
-    return obj
+    shared: JSON = _SHARED.share(obj)
+    return shared
