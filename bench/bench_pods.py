@@ -165,6 +165,14 @@ class Service:
         await self.proc.stdin.drain()
         return await self._reply()
 
+    async def settled(self, timeout: float = 300.0) -> dict[str, Any]:
+        """Stats once the background Events are all written (a pod's cost includes them)."""
+        async with asyncio.timeout(timeout):
+            while (await self.send("stats"))["events_queued"]:
+                await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)  # the last ones in flight
+        return await self.send("stats")
+
     async def stop(self) -> None:
         if self.proc.returncode is None:
             with contextlib.suppress(Exception):
@@ -390,8 +398,7 @@ async def run(args: argparse.Namespace) -> None:
         await watch.until(lambda: len(watch.ready) + len(watch.failed) >= pods, args.timeout)
         up_s = max(watch.ready.values(), default=started) - started
         # A pod's cost up includes what it left queued (background Events): count once settled.
-        await asyncio.sleep(args.idle_seconds)
-        s1 = await service.send("stats")
+        s1 = await service.settled()
         metrics1 = await request_counts(cluster)
         s1b, t1b = await service.send("stats"), time.perf_counter()
         await asyncio.sleep(args.steady_seconds or args.idle_seconds)  # all Running: the cost now?
@@ -404,8 +411,7 @@ async def run(args: argparse.Namespace) -> None:
         delete_sent = await delete_all(admin, names)
         await watch.until(lambda: len(watch.gone) >= pods, args.timeout)
         down_s = max(watch.gone.values()) - deleting
-        await asyncio.sleep(args.idle_seconds)  # settled: the Events still queued are written
-        s3 = await service.send("stats")
+        s3 = await service.settled()  # the Events still queued are written
         metrics3 = await request_counts(cluster)
         raw_after = await raw_ceiling(admin, raw_pods)  # the machine is shared: take both ends
         raw = (raw + raw_after) / 2

@@ -117,6 +117,8 @@ async def serve(args: argparse.Namespace) -> None:
                 "peak_rss_kb": max(peak, usage.ru_maxrss),
                 "calls": calls_by_kind(kube),
                 "events_dropped": controller.events.dropped,
+                # still to be written in the background (the bench counts a pod's cost once settled)
+                "events_queued": sum(q.qsize() for q in controller.events._queues),
                 "cached_pods": len(controller.informer.cache),
             }
             print(json.dumps(stats), flush=True)
