@@ -151,29 +151,30 @@ class _Shared:
 
     def __init__(self, limit: int = 100_000) -> None:
         self._strings: dict[str, str] = {}
+        self._one = self._strings.setdefault  #: the one copy of a string (C speed: no call per string)
         self._limit = limit
 
     def share(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self._string(value)
-        if isinstance(value, dict):
-            string = self._string
-            share = self.share
-            return {string(k): (string(v) if type(v) is str else share(v)) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.share(v) for v in value]
-        return value
-
-    def _string(self, value: str) -> str:
-        shared = self._strings.get(value)
-        if shared is not None:
-            return shared
         if len(self._strings) >= self._limit:
-            self._strings.clear()
-        self._strings[value] = value
+            self._strings.clear()  # checked per object: the table may pass the limit by one object
+        return self._walk(value)
+
+    def _walk(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._one(value, value)
+        if kind is dict:
+            one, walk = self._one, self._walk
+            return {
+                one(k, k): one(v, v) if type(v) is str else walk(v) if type(v) in _NESTED else v
+                for k, v in value.items()
+            }
+        if kind is list:
+            return [self._walk(v) for v in value]
         return value
 
 
+_NESTED = (dict, list)
 _SHARED = _Shared()
 
 
