@@ -11,6 +11,9 @@ own ``apiserver_request_total`` is printed before/after. Prints figures; asserts
     .venv/bin/python bench/bench_pods.py --pods 1000                     # raised limits (default)
     .venv/bin/python bench/bench_pods.py --pods 200 --kube-qps 50 --provider-rate 10 --queue-rate 100
     .venv/bin/python bench/bench_pods.py --pods 1000 --profile /tmp/pods.prof   # cProfile the service
+    .venv/bin/python bench/bench_pods.py --pods 10000 --idle-seconds 60 --raw-pods 2000  # bench_10k.py
+
+Above 2,000 pods the control plane gets ``ControlPlaneSize.large()`` (devcluster/sizing.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.sizing import ControlPlaneSize
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 
 NAMESPACE = "bench"
@@ -136,8 +140,9 @@ class Service:
         ]
         if args.profile:
             command.append(f"--profile={args.profile}")
-        if args.lean_deletion:
-            command.append("--lean-deletion")
+        if args.status_before_delete:
+            command.append("--status-before-delete")
+        command.append(f"--max-pods={max(10_000, args.pods)}")
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
@@ -159,6 +164,14 @@ class Service:
         self.proc.stdin.write(command.encode() + b"\n")
         await self.proc.stdin.drain()
         return await self._reply()
+
+    async def settled(self, timeout: float = 300.0) -> dict[str, Any]:
+        """Stats once the background Events are all written (a pod's cost includes them)."""
+        async with asyncio.timeout(timeout):
+            while (await self.send("stats"))["events_queued"]:
+                await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)  # the last ones in flight
+        return await self.send("stats")
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
@@ -293,6 +306,50 @@ async def raw_ceiling(admin: KubeClient, pods: int) -> float:
     return rate
 
 
+async def raw_drain(admin: KubeClient, pods: int) -> float:
+    """Pods/s of a raw client doing what a graceful deletion asks of the apiserver, no more: the
+    graceful DELETE (as the bench sends it), one Event and the final DELETE (grace 0, UID
+    precondition), pod after pod, 32 at once. The drain ceiling on this machine at this moment."""
+    node = f"rawd-{uuid.uuid4().hex[:6]}"
+    await admin.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    limit = asyncio.Semaphore(CONCURRENCY)
+    uids: dict[str, str] = {}
+
+    async def create(i: int) -> None:
+        async with limit:
+            created = await admin.request(
+                "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(f"rawd-{i:05d}", node, "rawd")
+            )
+            uids[created["metadata"]["name"]] = created["metadata"]["uid"]
+
+    async def drain(name: str) -> None:
+        async with limit:
+            path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}"
+            await admin.request("DELETE", path, decode=False)
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            event = {
+                "metadata": {"generateName": f"{name}."},
+                "involvedObject": {"kind": "Pod", "namespace": NAMESPACE, "name": name, "uid": uids[name]},
+                "reason": "ProviderDeleteSuccess",
+                "message": "deleted the deployment",
+                "type": "Normal",
+                "source": {"component": "raw"},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+            await admin.request("POST", f"/api/v1/namespaces/{NAMESPACE}/events", body=event, decode=False)
+            final = {"gracePeriodSeconds": 0, "preconditions": {"uid": uids[name]}}
+            await admin.request("DELETE", path, body=final, decode=False)
+
+    await asyncio.gather(*(create(i) for i in range(pods)))
+    started = time.perf_counter()
+    await asyncio.gather(*(drain(name) for name in list(uids)))
+    rate = pods / (time.perf_counter() - started)
+    await admin.request("DELETE", f"/api/v1/nodes/{node}")
+    return rate
+
+
 def percentile(values: list[float], share: float) -> float:
     if not values:
         return float("nan")
@@ -312,13 +369,15 @@ def per_pod_calls(before: dict[str, int], after: dict[str, int], pods: int) -> s
 
 async def run(args: argparse.Namespace) -> None:
     pods = args.pods
-    cluster = await Cluster.start("bench-pods", gpu_nodes=0)
+    large = pods > 2000
+    cluster = await Cluster.start("bench-pods", gpu_nodes=0, size=ControlPlaneSize.large() if large else None)
+    raw_pods = args.raw_pods or pods
     admin = await KubeClient.connect(str(cluster.kubeconfig), qps=100_000, burst=100_000)
     service: Service | None = None
     watch: Watch | None = None
     try:
         await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
-        raw = await raw_ceiling(admin, pods)
+        raw = await raw_ceiling(admin, raw_pods)
         node = f"vk-bench-{uuid.uuid4().hex[:6]}"
         service = await Service.start(cluster, node, args)
         await asyncio.sleep(2.0)  # let the node agent's first writes settle
@@ -339,11 +398,10 @@ async def run(args: argparse.Namespace) -> None:
         await watch.until(lambda: len(watch.ready) + len(watch.failed) >= pods, args.timeout)
         up_s = max(watch.ready.values(), default=started) - started
         # A pod's cost up includes what it left queued (background Events): count once settled.
-        await asyncio.sleep(args.idle_seconds)
-        s1 = await service.send("stats")
+        s1 = await service.settled()
         metrics1 = await request_counts(cluster)
         s1b, t1b = await service.send("stats"), time.perf_counter()
-        await asyncio.sleep(args.idle_seconds)  # every pod Running: what does the service cost now?
+        await asyncio.sleep(args.steady_seconds or args.idle_seconds)  # all Running: the cost now?
         s1c, t1c = await service.send("stats"), time.perf_counter()
         running_cores = (s1c["cpu_s"] - s1b["cpu_s"]) / (t1c - t1b)
 
@@ -353,11 +411,11 @@ async def run(args: argparse.Namespace) -> None:
         delete_sent = await delete_all(admin, names)
         await watch.until(lambda: len(watch.gone) >= pods, args.timeout)
         down_s = max(watch.gone.values()) - deleting
-        await asyncio.sleep(args.idle_seconds)  # settled: the Events still queued are written
-        s3 = await service.send("stats")
+        s3 = await service.settled()  # the Events still queued are written
         metrics3 = await request_counts(cluster)
-        raw_after = await raw_ceiling(admin, pods)  # the machine is shared: take both ends
+        raw_after = await raw_ceiling(admin, raw_pods)  # the machine is shared: take both ends
         raw = (raw + raw_after) / 2
+        drain = await raw_drain(admin, raw_pods)
 
         up_ms = [1000 * (watch.ready[n] - sent[n]) for n in names if n in watch.ready]
         down_ms = [1000 * (watch.gone[n] - delete_sent[n]) for n in names if n in watch.gone]
@@ -367,8 +425,9 @@ async def run(args: argparse.Namespace) -> None:
         print(
             f"pods {pods}, provider {args.provider}, workers {args.workers}, kube QPS {args.kube_qps:g} "
             f"(burst {int(2 * args.kube_qps)}), provider rate {args.provider_rate:g}/s, "
-            f"queue rate {args.queue_rate:g}/s, status before delete {not args.lean_deletion}, "
-            f"failed {len(watch.failed)}"
+            f"queue rate {args.queue_rate:g}/s, status before delete {args.status_before_delete}, "
+            f"failed {len(watch.failed)}, Events dropped {s3.get('events_dropped')}, "
+            f"control plane {'large' if large else 'default'} {ControlPlaneSize.large() if large else ''}"
         )
         print_counts(
             "apiserver requests, pods and events, bound -> Running+Ready (bench's creates included):",
@@ -405,9 +464,17 @@ async def run(args: argparse.Namespace) -> None:
                 f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
             ),
             ("service CPU idle, 0 pods / all Running (cores)", f"{idle_cores:.3f} / {running_cores:.3f}"),
-            ("service peak RSS (MiB)", f"{s3['peak_rss_kb'] / 1024:.0f}"),
-            ("raw-client ceiling (create + 1 status write, pods/s)", f"{raw:.1f} (mean of before and after)"),
+            (
+                "service RSS, all Running / peak (MiB)",
+                f"{s1c['rss_kb'] / 1024:.0f} ({s1c['cached_pods']} pods cached) / {s3['peak_rss_kb'] / 1024:.0f}",
+            ),
+            (
+                "raw-client ceiling (create + 1 status write, pods/s)",
+                f"{raw:.1f} (mean of before and after, {raw_pods} pods each)",
+            ),
             ("ratio up / ceiling", f"{up_rate / raw:.0%}"),
+            ("raw drain ceiling (graceful DELETE + Event + DELETE, pods/s)", f"{drain:.1f}"),
+            ("ratio down / drain ceiling", f"{down_rate / drain:.0%}"),
         ]
         width = max(len(k) for k, _ in rows)
         print("-" * (width + 40))
@@ -444,12 +511,19 @@ def main() -> None:
         "--queue-rate", type=float, default=100.0, help="pod queue's global rate (controller default 100)"
     )
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="how long idle CPU is measured")
+    parser.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=0.0,
+        help="idle CPU with every pod Running (default: --idle-seconds)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument(
-        "--lean-deletion",
+        "--status-before-delete",
         action="store_true",
-        help="terminated states written before the delete only when finalizers keep the pod",
+        help="pods.status_before_delete: terminated states written before every delete (kubelet-like)",
     )
+    parser.add_argument("--raw-pods", type=int, default=0, help="pods of the raw ceiling (default: --pods)")
     parser.add_argument("--profile", default="", help="cProfile the service's measured part into this file")
     asyncio.run(run(parser.parse_args()))
 

@@ -72,7 +72,9 @@ async def serve(args: argparse.Namespace) -> None:
     placer = Placer(providers, PlacementConfig(rate_limit=rate))
     await placer.refresh()
     # The local control plane's node-monitor-grace-period is 10s: renew well within it.
-    node_config = NodeConfig(name=args.node, lease_renew_seconds=2.0, status_update_seconds=60.0)
+    node_config = NodeConfig(
+        name=args.node, lease_renew_seconds=2.0, status_update_seconds=60.0, max_pods=args.max_pods
+    )
     controllers: list[PodController] = []
     agent = NodeAgent(
         kube,
@@ -90,7 +92,7 @@ async def serve(args: argparse.Namespace) -> None:
         host_ip="127.0.0.1",
         workers=args.workers,
         queue_rate=args.queue_rate,
-        status_before_delete=not args.lean_deletion,
+        status_before_delete=args.status_before_delete,
     )
     controllers.append(controller)
     tasks = [asyncio.create_task(t) for t in (agent.run(), controller.run(), placer.run())]
@@ -114,6 +116,10 @@ async def serve(args: argparse.Namespace) -> None:
                 "rss_kb": rss,
                 "peak_rss_kb": max(peak, usage.ru_maxrss),
                 "calls": calls_by_kind(kube),
+                "events_dropped": controller.events.dropped,
+                # still to be written in the background (the bench counts a pod's cost once settled)
+                "events_queued": sum(q.qsize() for q in controller.events._queues),
+                "cached_pods": len(controller.informer.cache),
             }
             print(json.dumps(stats), flush=True)
         elif line == "quit":
@@ -141,7 +147,8 @@ def main() -> None:
     parser.add_argument("--provider-rate", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--queue-rate", type=float, default=100.0)
-    parser.add_argument("--lean-deletion", action="store_true", help="status_before_delete=False")
+    parser.add_argument("--status-before-delete", action="store_true", help="pods.status_before_delete")
+    parser.add_argument("--max-pods", type=int, default=10_000, help="the node's capacity pods")
     parser.add_argument("--profile", default="", help="write cProfile stats of the measured part here")
     asyncio.run(serve(parser.parse_args()))
 

@@ -111,6 +111,14 @@ class PodsConfig(_Section):
     backoff_base_seconds: float = Field(default=0.5, gt=0)
     backoff_max_seconds: float = Field(default=60.0, gt=0)
     drain_timeout_seconds: float = Field(default=20.0, ge=0)
+    status_before_delete: bool = Field(
+        default=False,
+        description=(
+            "graceful deletion writes the terminated container states before deleting the pod "
+            "object even when nothing keeps it (the kubelet's way, one request more per pod); "
+            "default: only when finalizers keep the object after the delete"
+        ),
+    )
 
 
 class GrpcPluginConfig(_Section):

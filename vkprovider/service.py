@@ -89,6 +89,7 @@ class Service:
                 lost_grace_seconds=s.pods.lost_grace_seconds,
                 backoff_base_seconds=s.pods.backoff_base_seconds,
                 backoff_max_seconds=s.pods.backoff_max_seconds,
+                status_before_delete=s.pods.status_before_delete,
             )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()

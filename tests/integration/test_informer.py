@@ -81,6 +81,40 @@ async def test_informer_relists_after_410_and_keeps_watching(kube: KubeClient, n
             await task
 
 
+async def test_the_list_is_read_in_pages_and_cached_without_managed_fields(
+    kube: KubeClient, namespace: str
+) -> None:
+    for i in range(5):
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(f"paged-{i}"))
+    informer = Informer(
+        kube, f"/api/v1/namespaces/{namespace}/pods", handler=lambda kind, old, new: None, page_size=2
+    )
+    before = kube.calls_by["GET", "pods"]
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), timeout=30)
+        assert kube.calls_by["GET", "pods"] - before == 3  # 2 + 2 + 1
+        assert sorted(k.rsplit("/", 1)[1] for k in informer.cache) == [f"paged-{i}" for i in range(5)]
+        assert all("managedFields" not in o["metadata"] for o in informer.cache.values())
+        await kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/paged-0",
+            body={"metadata": {"labels": {"seen": "yes"}}},
+            content_type="application/merge-patch+json",
+        )
+
+        async def watched() -> bool:
+            cached = informer.cache.get(f"{namespace}/paged-0") or {}
+            return cached.get("metadata", {}).get("labels") == {"seen": "yes"}
+
+        await eventually(watched, timeout=30)
+        assert "managedFields" not in informer.cache[f"{namespace}/paged-0"]["metadata"]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 class CuttableLink:
     """A TCP forwarder on 127.0.0.1 in front of the apiserver whose connections the test can cut
     at once, as an apiserver restart does to every open watch (TLS passes through untouched)."""

@@ -13,7 +13,7 @@ import pytest
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.build import Toolchain
-from vkprovider.kube.client import KubeClient
+from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.sim.local import (
     VirtualNode,
     cloud_config,
@@ -225,7 +225,7 @@ async def test_status_is_pushed_by_a_provider_that_can_watch(cluster: Cluster, n
         await node.stop()
 
 
-async def test_graceful_delete_writes_terminated_states_before_the_object_goes(
+async def test_graceful_delete_shows_terminated_states_while_a_finalizer_keeps_the_pod(
     vnode: VirtualNode, namespace: str
 ) -> None:
     kube = vnode.kube
@@ -238,6 +238,11 @@ async def test_graceful_delete_writes_terminated_states_before_the_object_goes(
 
     pod = await eventually(running_pod)
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    # Someone who reads the outcome (as a Job's controller does) keeps the object after the delete.
+    await kube.request(
+        "PATCH", path, body={"metadata": {"finalizers": ["example.com/keep"]}}, content_type=MERGE_PATCH
+    )
     seen: list[JSON] = []
 
     async def watch() -> None:
@@ -257,15 +262,23 @@ async def test_graceful_delete_writes_terminated_states_before_the_object_goes(
         "PATCH",
         f"/apis/apps/v1/namespaces/{namespace}/deployments/drain",
         body={"spec": {"replicas": 0}},
-        content_type="application/merge-patch+json",
+        content_type=MERGE_PATCH,
     )
-    await asyncio.wait_for(watcher, timeout=90)
-    modified = [e["object"] for e in seen if e["type"] == "MODIFIED"]
-    last = modified[-1]
-    assert last["metadata"].get("deletionTimestamp")
-    (container,) = last["status"]["containerStatuses"]
-    assert "terminated" in container["state"], container  # what the pod showed before it went
+
+    async def ended() -> JSON | None:
+        held = await kube.request("GET", path)
+        done = held["metadata"].get("deletionTimestamp") and held["status"].get("phase") == "Succeeded"
+        return held if done else None
+
+    held = await eventually(ended)
+    (container,) = held["status"]["containerStatuses"]
+    assert "terminated" in container["state"], container  # what the keeper reads
     assert uid not in await all_cloud_uids(vnode)
+    await kube.request("PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
+    await asyncio.wait_for(watcher, timeout=90)
+    terminal = [e for e in seen if e["object"]["status"].get("phase") in ("Succeeded", "Failed")]
+    phases = [e["object"]["status"]["phase"] for e in terminal]
+    assert phases and set(phases) == {"Succeeded"}  # one outcome, never rewritten
     await events_with(kube, namespace, name, "ProviderDeleteSuccess")
 
 

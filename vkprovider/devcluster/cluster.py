@@ -29,6 +29,7 @@ from vkprovider.devcluster import audit, kwok, pki
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
+from vkprovider.devcluster.sizing import ControlPlaneSize
 
 READY_TIMEOUT_SECONDS = 120.0
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class Cluster:
     #: The virtual node's kubelet address beyond loopback (see ``netns``), and its serving cert.
     kubelet_net: KubeletNet | None = None
     kubelet_serving: pki.CertPair | None = None
+    size: ControlPlaneSize = field(default_factory=ControlPlaneSize)  #: opt-in flags for many pods
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -101,13 +103,15 @@ class Cluster:
         pod_delays: bool = False,
         audit_users: tuple[str, ...] = (),
         kueue: bool = False,
+        size: ControlPlaneSize | None = None,
     ) -> Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
         replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
         apiserver writes those users' requests to ``audit_log`` (``devcluster.audit``).
         ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`); it implies the
         same stage set (``kwok.POD_STAGES``), so Kueue-admitted Job pods run as long as their
-        Job says. Both together are the same as either."""
+        Job says. Both together are the same as either. ``size``: flags for many pods
+        (:mod:`vkprovider.devcluster.sizing`); default: the components' own."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -136,6 +140,7 @@ class Cluster:
         )
         try:
             cluster.kubelet_net = await asyncio.to_thread(_kubelet_net, name)
+            cluster.size = size or ControlPlaneSize()
             await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays, kueue=kueue)
             if kueue:
                 from vkprovider.devcluster.kueue import start_kueue
@@ -204,6 +209,7 @@ class Cluster:
                 f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
                 "--unsafe-no-fsync",
                 "--log-level=warn",
+                *self.size.etcd_args(),
             ],
             logs,
         )
@@ -242,6 +248,7 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *self.size.apiserver_args(),
                 *(audit.apiserver_args(self.workdir, self.audit_users) if self.audit_users else []),
             ],
             logs,
@@ -267,6 +274,7 @@ class Cluster:
                 "--node-monitor-period=2s",
                 "--node-monitor-grace-period=10s",
                 "--v=1",
+                *self.size.controllers_args(),
             ],
             logs,
         )
@@ -281,6 +289,7 @@ class Cluster:
                 f"--secure-port={free_port()}",
                 "--leader-elect=false",
                 "--v=1",
+                *self.size.controllers_args(),
             ],
             logs,
         )

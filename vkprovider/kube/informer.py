@@ -8,6 +8,13 @@ A broken stream (apiserver restart, dropped connection: ``KubeUnavailable``) is 
 backoff from the last resourceVersion seen, so nothing is replayed or missed; when that version
 is too old (410) it relists. One informer serves one watch of one leadership term: build a new
 one for a new term, never reuse a cache that was synced before.
+
+Built for 10,000 objects: the list is read in pages (``page_size``, 500 like client-go's
+reflector; every page is of the same snapshot, and an expired continue token is a 410 that
+relists), the cached objects drop ``metadata.managedFields`` (nobody here reads them, and
+they are a third of a pod's size: client-go users strip them with a transform for the same
+reason) and share their repeated strings (``_Shared``): 17 KB of Python objects per pod
+become ~8 KB.
 """
 
 from __future__ import annotations
@@ -43,12 +50,14 @@ class Informer:
         watch_timeout_seconds: int = 300,
         retry_seconds: float = 1.0,
         retry_max_seconds: float = 30.0,
+        page_size: int = 500,
     ) -> None:
         self._kube = kube
         self._path = path
         self._field_selector = field_selector
         self._handler = handler
         self._watch_timeout = watch_timeout_seconds
+        self._page_size = page_size
         self._backoff = Backoff(base=retry_seconds, cap=retry_max_seconds, jitter=retry_seconds / 2)
         self._resource_version = ""
         self.cache: dict[str, JSON] = {}
@@ -78,9 +87,16 @@ class Informer:
 
     async def _relist(self) -> str:
         query: dict[str, Any] = {"fieldSelector": self._field_selector} if self._field_selector else {}
-        body = await self._kube.request("GET", self._path, query=query)
+        fresh: dict[str, JSON] = {}
+        while True:
+            body = await self._kube.request("GET", self._path, query={**query, "limit": self._page_size})
+            for item in body.get("items") or []:
+                fresh[object_key(item)] = _lean(item)
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            query["continue"] = token
         self.relists += 1
-        fresh = {object_key(item): item for item in body.get("items") or []}
         for key, old in list(self.cache.items()):
             if key not in fresh:
                 del self.cache[key]
@@ -120,7 +136,53 @@ class Informer:
             if kind == "DELETED":
                 self.cache.pop(key, None)
             else:
-                self.cache[key] = obj
+                obj = self.cache[key] = _lean(obj)
             self._handler(str(kind), old, obj)
             self._resource_version = version or self._resource_version
             self._backoff.reset()
+
+
+class _Shared:
+    """One copy of each string the cached objects repeat (field names, "True", images, node
+    and namespace names, timestamps of the same second): a JSON-decoded pod is ~17 KB of Python
+    objects, half of it the same strings over and over. Bounded: the table starts afresh when
+    full (objects keep the strings they have), so unique values (UIDs, resourceVersions) never
+    pile up."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._strings: dict[str, str] = {}
+        self._one = self._strings.setdefault  #: the one copy of a string (C speed: no call per string)
+        self._limit = limit
+
+    def share(self, value: Any) -> Any:
+        if len(self._strings) >= self._limit:
+            self._strings.clear()  # checked per object: the table may pass the limit by one object
+        return self._walk(value)
+
+    def _walk(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._one(value, value)
+        if kind is dict:
+            one, walk = self._one, self._walk
+            return {
+                one(k, k): one(v, v) if type(v) is str else walk(v) if type(v) in _NESTED else v
+                for k, v in value.items()
+            }
+        if kind is list:
+            return [self._walk(v) for v in value]
+        return value
+
+
+_NESTED = (dict, list)
+_SHARED = _Shared()
+
+
+def _lean(obj: JSON) -> JSON:
+    """The object as cached: without ``metadata.managedFields``, its strings shared (see the
+    module docstring and ``_Shared``)."""
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    shared: JSON = _SHARED.share(obj)
+    return shared

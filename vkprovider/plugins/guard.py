@@ -51,8 +51,45 @@ def _check_size(model: BaseModel, what: str) -> None:
         raise AdapterBug(f"{what} is oversized ({size} bytes > {MAX_MESSAGE_BYTES})")
 
 
-def check_status(status: object, *, uid: str | None = None, node_name: str | None = None) -> DeploymentStatus:
-    """Return ``status`` if it is a valid ``DeploymentStatus`` (for ``uid``/``node_name``), else raise."""
+class Validated:
+    """Fingerprints of the statuses that passed ``check_status``, kept for one list round.
+
+    A fingerprint is the status's field values plus a copy (a tuple) of its one mutable field,
+    the ``containers`` list, so a status equal to one that passed is recognised and the same
+    object changed in place since is not; ``roll`` after each list keeps only what
+    that list returned (the memory is the last list's)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[object, ...]] = {}
+        self._current: dict[str, tuple[object, ...]] = {}
+
+    @staticmethod
+    def fingerprint(status: DeploymentStatus) -> tuple[object, ...]:
+        return (type(status), *status.__dict__.values(), tuple(status.containers))
+
+    def seen(self, status: DeploymentStatus, fingerprint: tuple[object, ...]) -> bool:
+        return self._last.get(status.uid) == fingerprint or self._current.get(status.uid) == fingerprint
+
+    def add(self, status: DeploymentStatus, fingerprint: tuple[object, ...]) -> None:
+        self._current[status.uid] = fingerprint
+
+    def roll(self) -> None:
+        self._last, self._current = self._current, {}
+
+
+def check_status(
+    status: object,
+    *,
+    uid: str | None = None,
+    node_name: str | None = None,
+    validated: Validated | None = None,
+) -> DeploymentStatus:
+    """Return ``status`` if it is a valid ``DeploymentStatus`` (for ``uid``/``node_name``), else raise.
+
+    With ``validated`` (the guard's list round), a status whose fields equal one that passed in
+    the previous list skips the size check, the one costly part (it serialises the status): an
+    idle poll of N deployments costs N tuple comparisons and serialises only what changed. Every
+    status, changed or not, still gets the type, phase, UID and node checks."""
     if not isinstance(status, DeploymentStatus):
         raise AdapterBug(f"expected DeploymentStatus, got {type(status).__name__}")
     if not isinstance(status.phase, Phase):
@@ -63,7 +100,13 @@ def check_status(status: object, *, uid: str | None = None, node_name: str | Non
         raise AdapterBug(
             f"list/watch for node {node_name!r} returned {status.uid!r} of node {status.node_name!r}"
         )
-    _check_size(status, f"status of {status.uid!r}")
+    if validated is None:
+        _check_size(status, f"status of {status.uid!r}")
+        return status
+    fingerprint = validated.fingerprint(status)
+    if not validated.seen(status, fingerprint):
+        _check_size(status, f"status of {status.uid!r}")
+    validated.add(status, fingerprint)
     return status
 
 
@@ -75,6 +118,8 @@ class GuardedProvider:
         self._name = inner.name
         self._seconds: dict[str, Histogram] = {}  #: per call: the labelled child, looked up once
         prepare_provider(self._name)
+        #: what the last list returned, checked (an idle poll does not serialise it again)
+        self._validated = Validated()
 
     @property
     def name(self) -> str:
@@ -146,7 +191,9 @@ class GuardedProvider:
         statuses = await self._call("list", self.inner.list(node_name))
         if not isinstance(statuses, list):
             raise self._bug("list", AdapterBug(f"expected a list, got {type(statuses).__name__}"))
-        return [self._checked("list", s, node_name=node_name) for s in statuses]
+        checked = [self._checked("list", s, node_name=node_name, validated=self._validated) for s in statuses]
+        self._validated.roll()
+        return checked
 
     async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
         if grace_period_seconds is None:  # adapters written before the grace period keep working
@@ -158,10 +205,16 @@ class GuardedProvider:
         await self._call("close", self.inner.close())
 
     def _checked(
-        self, op: str, status: object, *, uid: str | None = None, node_name: str | None = None
+        self,
+        op: str,
+        status: object,
+        *,
+        uid: str | None = None,
+        node_name: str | None = None,
+        validated: Validated | None = None,
     ) -> DeploymentStatus:
         try:
-            return check_status(status, uid=uid, node_name=node_name)
+            return check_status(status, uid=uid, node_name=node_name, validated=validated)
         except AdapterBug as exc:
             raise self._bug(op, exc) from exc
 

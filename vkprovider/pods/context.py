@@ -35,9 +35,10 @@ class SyncSettings:
     status_poll_seconds: float = 2.0
     #: how long a provider's API may fail before its pods get ProviderReachable=False
     unreachable_grace_seconds: float = 20.0
-    #: write the terminated container states before deleting the object (the kubelet does);
-    #: False: only when finalizers keep the object after the delete (one request less per pod)
-    status_before_delete: bool = True
+    #: write the terminated container states before deleting the object, as the kubelet does;
+    #: False (default, the Go library's way): only when finalizers keep the object after the
+    #: delete, so a graceful deletion is two requests (the Event and the delete)
+    status_before_delete: bool = False
 
 
 @dataclass

@@ -61,7 +61,7 @@ class PodController:
         backoff_base_seconds: float = 0.5,
         backoff_max_seconds: float = 60.0,
         queue_rate: float = 100.0,
-        status_before_delete: bool = True,
+        status_before_delete: bool = False,
     ) -> None:
         self.kube = kube
         self.node_name = node_name

@@ -6,13 +6,15 @@ wait but requeues until the provider reports the deployment ended (terminal or g
 grace period is over; then the object is deleted with grace 0 and a UID precondition. A pod
 with nothing running is deleted at once.
 
-The terminated container states are written before that delete, like the kubelet does, so a
-watcher sees how the pod ended before it goes (three requests with the ``ProviderDeleteSuccess``
-Event). ``status_before_delete=False`` writes them only when the object will outlive the delete
-(finalizers: a Job's tracking finalizer, say, whose controller reads the outcome), otherwise the
-delete removes the object at once and the pod's last state in the API is Running with a
-deletionTimestamp: two requests. A finalizer added meanwhile is caught, as the object is then
-still there on the next sync and its terminal status is written then.
+Two requests per pod by default, the Event included (``ProviderDeleteSuccess``, then the
+delete), as the Go virtual-kubelet library does: it deletes the object once the provider
+stopped it and writes no status of its own. The terminated container states (phase
+``Succeeded``, or ``Failed`` if it did not end) are written before that delete only when the
+object will outlive it (finalizers: a Job's tracking finalizer, say, whose controller reads
+the outcome), so whoever keeps the object sees how the pod ended; a finalizer added meanwhile
+is caught, as the object is then still there on the next sync. ``status_before_delete=True``
+(``pods.status_before_delete``) writes them always, like the kubelet: one request more. The
+outcome is written at most once per pod, and never over a terminal phase.
 
 A pod whose object is gone (deleted, force-deleted, or replaced by a same-named pod) has its
 deployment deleted before its record is retired; a failing delete raises, so the key is
@@ -120,7 +122,7 @@ class Deletion:
         meta = pod["metadata"]
         if record.removed:
             # Our delete was sent; an object still here is held by finalizers: show its outcome.
-            if meta.get("finalizers"):
+            if meta.get("finalizers") and not record.outcome_written:
                 await self._write_outcome(pod, record)
             return None
         uid = meta["uid"]
@@ -192,6 +194,7 @@ class Deletion:
         current = (pod.get("status") or {}).get("phase")
         status = record.last_status
         if current in ("Succeeded", "Failed") or (status is None and current != "Running"):
+            record.outcome_written = True
             return
         failed = not record.ended or (status is not None and status.phase is Phase.FAILED)
         await self._writer.write(
@@ -201,3 +204,4 @@ class Deletion:
             phase="Failed" if failed else "Succeeded",
             restarts=record.restarts,
         )
+        record.outcome_written = True

@@ -34,6 +34,7 @@ class PodRecord:
     removed: bool = False  #: the API object's final delete was sent (it only has to vanish now)
     stopped_on: str = "none"  #: the provider the deletion stopped it on
     ended: bool = True  #: the provider confirmed the deployment ended (else: grace ran out)
+    outcome_written: bool = False  #: the terminal status of the deletion is out: never twice
 
 
 class PodStates:

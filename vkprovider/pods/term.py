@@ -33,7 +33,7 @@ class TermSettings:
     backoff_base_seconds: float
     backoff_max_seconds: float
     queue_rate: float  #: retries per second, overall (a key's own backoff applies too)
-    status_before_delete: bool = True
+    status_before_delete: bool = False
 
 
 class Term:

@@ -271,7 +271,7 @@ class DeploymentTracker:
                 continue
             if tracked is not None and tracked.recorded_at > asked:
                 continue  # a deploy/get answered after this list was taken: it is fresher
-            if tracked is not None and tracked.status == status:
+            if tracked is not None and (tracked.status is status or tracked.status == status):
                 if tracked.missing_since is not None:
                     tracked.missing_since = None
                     self._on_change(uid)

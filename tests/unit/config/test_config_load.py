@@ -105,3 +105,10 @@ def test_port_and_kubeconfig_problems(tmp_path: Path) -> None:
         )
     )
     assert "has no valid server URL" in (kubeconfig_problem(str(config)) or "")
+
+
+def test_status_before_delete_is_off_by_default_and_a_bad_value_is_named(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, {})).pods.status_before_delete is False
+    assert load_settings(write(tmp_path, {"pods": {"status_before_delete": True}})).pods.status_before_delete
+    with pytest.raises(ConfigError, match=r"pods\.status_before_delete"):
+        load_settings(write(tmp_path, {"pods": {"status_before_delete": "sometimes"}}))

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from plugin_fixtures import BrokenProvider, TinyProvider
 
+from vkprovider.models import ContainerStatus, DeploymentStatus, Phase
+from vkprovider.plugins import guard as guard_module
 from vkprovider.plugins.api import LogOptions, NotFound, SupportsLogs, SupportsWatch, Transient
 from vkprovider.plugins.grpc.client import GrpcProvider
 from vkprovider.plugins.grpc.server import serve_adapter
-from vkprovider.plugins.guard import LOG_CHUNK_BYTES, guard
+from vkprovider.plugins.guard import LOG_CHUNK_BYTES, MAX_MESSAGE_BYTES, guard
 
 
 def broken(mode: str) -> BrokenProvider:
@@ -93,3 +95,45 @@ async def test_a_broken_adapter_behind_grpc_reaches_the_host_as_transient(mode: 
     finally:
         await client.close()
         await server.stop(0)
+
+
+class ListingProvider(TinyProvider):
+    """Lists whatever the test puts in ``listed`` (the same objects every time, like memory)."""
+
+    listed: list[DeploymentStatus]
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        return self.listed
+
+
+async def test_an_idle_list_is_not_serialised_again_but_a_changed_status_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sized: list[str] = []
+    real = guard_module._check_size
+    monkeypatch.setattr(
+        guard_module, "_check_size", lambda model, what: (sized.append(what), real(model, what))
+    )
+    provider = ListingProvider("tiny-1", TinyProvider.Settings(url="u"))
+    provider.listed = [DeploymentStatus(uid=f"u{i}", phase=Phase.RUNNING, node_name="n") for i in range(3)]
+    guarded = guard(provider)
+    assert len(await guarded.list("n")) == 3 and len(sized) == 3
+    await guarded.list("n")
+    provider.listed = [s.model_copy() for s in provider.listed]  # equal copies (a parsed reply)
+    await guarded.list("n")
+    assert len(sized) == 3  # unchanged: sized once
+    huge = "x" * (MAX_MESSAGE_BYTES + 1)
+    provider.listed[1] = provider.listed[1].model_copy(update={"message": huge})
+    with pytest.raises(Transient, match="oversized"):
+        await guarded.list("n")
+    # The same object grown in place (its one mutable field) is a changed status too.
+    provider.listed = [DeploymentStatus(uid="u0", phase=Phase.RUNNING, node_name="n")]
+    await guarded.list("n")
+    provider.listed[0].containers.extend(ContainerStatus(name=huge) for _ in range(1))
+    with pytest.raises(Transient, match="oversized"):
+        await guarded.list("n")
+    # The node and phase checks run on every status, unchanged or not.
+    provider.listed = [DeploymentStatus(uid="u0", phase=Phase.RUNNING, node_name="n")]
+    await guarded.list("n")
+    with pytest.raises(Transient, match="of node 'n'"):
+        await guarded.list("other")

@@ -139,8 +139,11 @@ async def test_conditions_other_writers_own_survive_our_status_writes() -> None:
     assert "example.com/warm" in types and types["Ready"]["status"] == "True"
 
 
+KUBELET_LIKE = SyncSettings(node_name=NODE, host_ip="127.0.0.1", status_before_delete=True)
+
+
 async def test_graceful_deletion_passes_the_grace_waits_and_writes_terminated_states() -> None:
-    w = await world()
+    w = await world(settings=KUBELET_LIKE)
     pod = w.kube.add_pod(gpu_pod())
     await w.run(pod)
     w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
@@ -167,7 +170,7 @@ async def test_graceful_deletion_passes_the_grace_waits_and_writes_terminated_st
 
 
 async def test_graceful_deletion_is_one_event_and_the_delete_when_nothing_outlives_it() -> None:
-    w = await world(settings=SyncSettings(node_name=NODE, host_ip="127.0.0.1", status_before_delete=False))
+    w = await world()  # the default
     pod = w.kube.add_pod(gpu_pod())
     await w.run(pod)
     before = len(w.kube.calls)
@@ -204,8 +207,30 @@ async def test_a_finalizer_added_during_deletion_still_gets_the_terminated_state
     assert w.kube.count("DELETE", "/pods/p") == 1  # not deleted twice
 
 
-async def test_graceful_deletion_records_terminated_containers_before_the_delete() -> None:
+async def test_a_pod_held_by_a_finalizer_gets_its_outcome_written_once() -> None:
     w = await world()
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    w.kube.update("ns", "p", {"metadata": {"finalizers": ["example.com/keep"]}})
+    deleting = {"deletionTimestamp": "2027-01-15T08:00:30Z", "deletionGracePeriodSeconds": 30}
+    stale = w.kube.update("ns", "p", {"metadata": deleting})
+    assert await w.sync.sync("ns/p", stale) is None
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None and shown["status"]["phase"] == "Succeeded"  # the keeper sees the end
+    (container,) = shown["status"]["containerStatuses"]
+    assert "terminated" in container["state"]
+    writes = w.kube.count("PATCH", "/pods/p/status")
+    await w.sync.sync("ns/p", stale)  # a stale copy (still Running) comes round again
+    await w.run(shown)
+    assert w.kube.count("PATCH", "/pods/p/status") == writes  # a terminal pod is never written twice
+    assert w.kube.count("DELETE", "/pods/p") == 1
+
+
+async def test_graceful_deletion_records_terminated_containers_before_the_delete() -> None:
+    w = await world(settings=KUBELET_LIKE)
     pod = w.kube.add_pod(gpu_pod())
     await w.run(pod)
     w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
