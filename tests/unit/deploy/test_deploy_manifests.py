@@ -207,6 +207,29 @@ def test_namespaced_env_replaces_the_cluster_wide_binding(tmp_path: Path) -> Non
     assert len(list(find(docs, "ClusterRoleBinding"))) == 1  # the core one stays
 
 
+def test_the_kueue_quota_component_grants_only_clusterqueues(tmp_path: Path) -> None:
+    component = DEPLOY / "components" / "kueue-quota"
+    (tmp_path / "kustomization.yaml").write_text(rendering.with_component(component, tmp_path))
+    docs = objects(rendering.render(tmp_path))
+    (role,) = list(find(docs, "ClusterRole", "vkprovider-kueue-quota"))
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues"],
+            "verbs": ["get", "list", "watch", "patch"],
+        }
+    ]
+    (binding,) = list(find(docs, "ClusterRoleBinding", "vkprovider-kueue-quota"))
+    (subject,) = binding["subjects"]
+    (account,) = list(find(docs, "ServiceAccount"))
+    assert (subject["name"], subject["namespace"]) == (
+        account["metadata"]["name"],
+        account["metadata"]["namespace"],
+    )
+    base = objects(rendering.render("base"))
+    assert not [d for d in base if "kueue" in str(d.get("rules", ""))]  # the base grants none
+
+
 STAND_IN_POLICY = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n"
 
 
