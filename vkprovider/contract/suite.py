@@ -201,8 +201,14 @@ async def test_usage_covers_running_deployments_of_the_node_only(
     provider: Provider, harness: Harness, node: str
 ) -> None:
     """Declaring ``metrics`` means ``usage(node)`` reports this node's running deployments (one
-    entry per UID, each with figures) and never another node's."""
+    entry per UID, each with figures) and never another node's. A plugin without ``metrics``
+    answers Usage UNIMPLEMENTED (read as ``InvalidRequest``)."""
     if not (await provider.info()).capabilities.metrics:
+        if isinstance(getattr(provider, "inner", provider), GrpcProvider):
+            assert isinstance(provider, SupportsMetrics)
+            with pytest.raises(InvalidRequest):
+                await provider.usage(node)
+            return
         pytest.skip("adapter has no metrics capability")
     assert isinstance(provider, SupportsMetrics)
     request = harness.request(new_uid(), node)
