@@ -27,6 +27,7 @@ from vkprovider.plugins.api import (
     ProviderError,
     QuotaOrBilling,
     SupportsLogs,
+    SupportsMetrics,
     SupportsWatch,
     Transient,
 )
@@ -44,6 +45,8 @@ async def test_info_and_probe(provider: Provider) -> None:
         assert isinstance(provider, SupportsWatch)
     if info.capabilities.logs:
         assert isinstance(provider, SupportsLogs)
+    if info.capabilities.metrics:
+        assert isinstance(provider, SupportsMetrics)
     await provider.probe()
 
 
@@ -190,6 +193,40 @@ async def test_logs_of_a_deployment(provider: Provider, harness: Harness, node: 
         with pytest.raises(NotFound):
             async with asyncio.timeout(10):
                 _ = [chunk async for chunk in provider.logs(new_uid(), LogOptions())]
+    finally:
+        await provider.delete(request.uid)
+
+
+async def test_usage_covers_running_deployments_of_the_node_only(
+    provider: Provider, harness: Harness, node: str
+) -> None:
+    """Declaring ``metrics`` means ``usage(node)`` reports this node's running deployments (one
+    entry per UID, each with figures) and never another node's. A plugin without ``metrics``
+    answers Usage UNIMPLEMENTED (read as ``InvalidRequest``)."""
+    if not (await provider.info()).capabilities.metrics:
+        if isinstance(getattr(provider, "inner", provider), GrpcProvider):
+            assert isinstance(provider, SupportsMetrics)
+            with pytest.raises(InvalidRequest):
+                await provider.usage(node)
+            return
+        pytest.skip("adapter has no metrics capability")
+    assert isinstance(provider, SupportsMetrics)
+    request = harness.request(new_uid(), node)
+    await provider.deploy(request)
+    try:
+        await knob(harness.advance(request.uid, Phase.RUNNING))
+
+        async def reported() -> bool:
+            return any(u.uid == request.uid for u in await provider.usage(node))
+
+        await eventually(reported)
+        usage = await provider.usage(node)
+        uids = [u.uid for u in usage]
+        assert len(uids) == len(set(uids))
+        assert set(uids) <= {s.uid for s in await provider.list(node)}
+        mine = next(u for u in usage if u.uid == request.uid)
+        assert mine.timestamp.tzinfo is not None and mine.containers
+        assert request.uid not in {u.uid for u in await provider.usage(f"{node}-other")}
     finally:
         await provider.delete(request.uid)
 

@@ -24,8 +24,19 @@ log = logging.getLogger(__name__)
 
 
 def metrics_source(provider: Provider) -> SupportsMetrics | None:
-    """The provider's usage capability (the guard has ``usage`` exactly when its adapter has)."""
+    """The provider's usage method, if it has one (the guard has ``usage`` exactly when its
+    adapter has; a gRPC plugin always has it, and its capabilities say whether to use it)."""
     return provider if isinstance(provider, SupportsMetrics) else None
+
+
+async def reported_usage(provider: Provider, node_name: str) -> list[DeploymentUsage] | None:
+    """The provider's usage of ``node_name``, or None if it does not report usage: no ``usage``
+    method, or ``capabilities.metrics`` not declared (the one rule for in-process adapters and
+    gRPC plugins, whose ``usage`` would only answer UNIMPLEMENTED)."""
+    source = metrics_source(provider)
+    if source is None or not (await provider.info()).capabilities.metrics:
+        return None
+    return await source.usage(node_name)
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,9 @@ class UsageCollector:
         self, providers: Mapping[str, Provider], pods_by_uid: Mapping[str, Mapping[str, Any]]
     ) -> tuple[list[PodUsage], bool]:
         """(usage of this node's known pods, whether any provider failed)."""
-        sources = {name: src for name, p in providers.items() if (src := metrics_source(p)) is not None}
+        sources = {name: p for name, p in providers.items() if metrics_source(p) is not None}
         results = await asyncio.gather(
-            *(asyncio.wait_for(src.usage(self.node_name), self._timeout) for src in sources.values()),
+            *(asyncio.wait_for(reported_usage(p, self.node_name), self._timeout) for p in sources.values()),
             return_exceptions=True,
         )
         out: list[PodUsage] = []
@@ -60,7 +71,7 @@ class UsageCollector:
                 failed = True
                 log.warning("usage from provider %s failed: %s: %s", name, type(result).__name__, result)
                 continue
-            for item in result:
+            for item in result or ():
                 if isinstance(item, DeploymentUsage) and item.uid in pods_by_uid:
                     out.append(PodUsage(pods_by_uid[item.uid], item))
         self._advance(out)

@@ -24,8 +24,8 @@ import (
 // AddressEnv is the listen address the host suggests (a unix socket in a private directory).
 const AddressEnv = "VKPROVIDER_PLUGIN_ADDRESS"
 
-// Provider is the unary part of the vkprovider.v1.Provider service; Watch and Logs are
-// optional and answered UNIMPLEMENTED (declare them false in GetInfo's capabilities).
+// Provider is the unary part of the vkprovider.v1.Provider service; Watch, Logs and Usage are
+// optional and answered UNIMPLEMENTED (declare watch, logs and metrics false in GetInfo).
 type Provider interface {
 	GetInfo(context.Context, *pb.GetInfoRequest) (*pb.GetInfoResponse, error)
 	Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error)

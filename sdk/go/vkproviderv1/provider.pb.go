@@ -2143,6 +2143,231 @@ func (x *LogsResponse) GetData() []byte {
 	return nil
 }
 
+type UsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRequest) Reset() {
+	*x = UsageRequest{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRequest) ProtoMessage() {}
+
+func (x *UsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
+func (*UsageRequest) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UsageRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+type UsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Usage         []*DeploymentUsage     `protobuf:"bytes,1,rep,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageResponse) Reset() {
+	*x = UsageResponse{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageResponse) ProtoMessage() {}
+
+func (x *UsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
+func (*UsageResponse) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UsageResponse) GetUsage() []*DeploymentUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// One container's resource use at a moment (what the kubelet's cAdvisor figures say).
+type ContainerUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The container's name in the pod spec.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Cumulative CPU time in core-seconds.
+	CpuSecondsTotal float64 `protobuf:"fixed64,2,opt,name=cpu_seconds_total,json=cpuSecondsTotal,proto3" json:"cpu_seconds_total,omitempty"`
+	// Current CPU rate in cores; unset: not known.
+	CpuCores *float64 `protobuf:"fixed64,3,opt,name=cpu_cores,json=cpuCores,proto3,oneof" json:"cpu_cores,omitempty"`
+	// Working-set memory in bytes (what `kubectl top` and HPAs read).
+	MemoryWorkingSetBytes uint64 `protobuf:"varint,4,opt,name=memory_working_set_bytes,json=memoryWorkingSetBytes,proto3" json:"memory_working_set_bytes,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ContainerUsage) Reset() {
+	*x = ContainerUsage{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerUsage) ProtoMessage() {}
+
+func (x *ContainerUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerUsage.ProtoReflect.Descriptor instead.
+func (*ContainerUsage) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ContainerUsage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContainerUsage) GetCpuSecondsTotal() float64 {
+	if x != nil {
+		return x.CpuSecondsTotal
+	}
+	return 0
+}
+
+func (x *ContainerUsage) GetCpuCores() float64 {
+	if x != nil && x.CpuCores != nil {
+		return *x.CpuCores
+	}
+	return 0
+}
+
+func (x *ContainerUsage) GetMemoryWorkingSetBytes() uint64 {
+	if x != nil {
+		return x.MemoryWorkingSetBytes
+	}
+	return 0
+}
+
+// Resource use of one deployment's containers, sampled at `timestamp`.
+type DeploymentUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod UID the deployment runs.
+	Uid string `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	// When the figures were sampled (the metrics' timestamps). MUST be set.
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// One entry per running container.
+	Containers    []*ContainerUsage `protobuf:"bytes,3,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentUsage) Reset() {
+	*x = DeploymentUsage{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentUsage) ProtoMessage() {}
+
+func (x *DeploymentUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentUsage.ProtoReflect.Descriptor instead.
+func (*DeploymentUsage) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeploymentUsage) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *DeploymentUsage) GetTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *DeploymentUsage) GetContainers() []*ContainerUsage {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
 // The typed error carried in the status details. Type URL:
 // `type.googleapis.com/vkprovider.v1.ErrorDetail`.
 type ErrorDetail struct {
@@ -2162,7 +2387,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[31]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2399,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[31]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2412,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -2231,7 +2456,7 @@ type RpcStatus struct {
 
 func (x *RpcStatus) Reset() {
 	*x = RpcStatus{}
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[32]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2468,7 @@ func (x *RpcStatus) String() string {
 func (*RpcStatus) ProtoMessage() {}
 
 func (x *RpcStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[32]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2481,7 @@ func (x *RpcStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RpcStatus.ProtoReflect.Descriptor instead.
 func (*RpcStatus) Descriptor() ([]byte, []int) {
-	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RpcStatus) GetCode() int32 {
@@ -2461,7 +2686,24 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x123\n" +
 	"\aoptions\x18\x02 \x01(\v2\x19.vkprovider.v1.LogOptionsR\aoptions\"\"\n" +
 	"\fLogsResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xa0\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"+\n" +
+	"\fUsageRequest\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"E\n" +
+	"\rUsageResponse\x124\n" +
+	"\x05usage\x18\x01 \x03(\v2\x1e.vkprovider.v1.DeploymentUsageR\x05usage\"\xb9\x01\n" +
+	"\x0eContainerUsage\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x11cpu_seconds_total\x18\x02 \x01(\x01R\x0fcpuSecondsTotal\x12 \n" +
+	"\tcpu_cores\x18\x03 \x01(\x01H\x00R\bcpuCores\x88\x01\x01\x127\n" +
+	"\x18memory_working_set_bytes\x18\x04 \x01(\x04R\x15memoryWorkingSetBytesB\f\n" +
+	"\n" +
+	"_cpu_cores\"\x9c\x01\n" +
+	"\x0fDeploymentUsage\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\tR\x03uid\x128\n" +
+	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12=\n" +
+	"\n" +
+	"containers\x18\x03 \x03(\v2\x1d.vkprovider.v1.ContainerUsageR\n" +
+	"containers\"\xa0\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x123\n" +
@@ -2483,7 +2725,7 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x1bCONTAINER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTAINER_STATE_WAITING\x10\x01\x12\x1b\n" +
 	"\x17CONTAINER_STATE_RUNNING\x10\x02\x12\x1e\n" +
-	"\x1aCONTAINER_STATE_TERMINATED\x10\x032\xf5\x04\n" +
+	"\x1aCONTAINER_STATE_TERMINATED\x10\x032\xb9\x05\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.vkprovider.v1.GetInfoRequest\x1a\x1e.vkprovider.v1.GetInfoResponse\x12B\n" +
 	"\x05Probe\x12\x1b.vkprovider.v1.ProbeRequest\x1a\x1c.vkprovider.v1.ProbeResponse\x12E\n" +
@@ -2493,7 +2735,8 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x04List\x12\x1a.vkprovider.v1.ListRequest\x1a\x1b.vkprovider.v1.ListResponse\x12E\n" +
 	"\x06Delete\x12\x1c.vkprovider.v1.DeleteRequest\x1a\x1d.vkprovider.v1.DeleteResponse\x12D\n" +
 	"\x05Watch\x12\x1b.vkprovider.v1.WatchRequest\x1a\x1c.vkprovider.v1.WatchResponse0\x01\x12A\n" +
-	"\x04Logs\x12\x1a.vkprovider.v1.LogsRequest\x1a\x1b.vkprovider.v1.LogsResponse0\x01BCZAgithub.com/vkprovider/vkprovider/proto/vkprovider/v1;vkproviderv1b\x06proto3"
+	"\x04Logs\x12\x1a.vkprovider.v1.LogsRequest\x1a\x1b.vkprovider.v1.LogsResponse0\x01\x12B\n" +
+	"\x05Usage\x12\x1b.vkprovider.v1.UsageRequest\x1a\x1c.vkprovider.v1.UsageResponseBCZAgithub.com/vkprovider/vkprovider/proto/vkprovider/v1;vkproviderv1b\x06proto3"
 
 var (
 	file_vkprovider_v1_provider_proto_rawDescOnce sync.Once
@@ -2508,7 +2751,7 @@ func file_vkprovider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_vkprovider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vkprovider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_vkprovider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_vkprovider_v1_provider_proto_goTypes = []any{
 	(Phase)(0),                    // 0: vkprovider.v1.Phase
 	(ContainerState)(0),           // 1: vkprovider.v1.ContainerState
@@ -2543,12 +2786,16 @@ var file_vkprovider_v1_provider_proto_goTypes = []any{
 	(*WatchResponse)(nil),         // 30: vkprovider.v1.WatchResponse
 	(*LogsRequest)(nil),           // 31: vkprovider.v1.LogsRequest
 	(*LogsResponse)(nil),          // 32: vkprovider.v1.LogsResponse
-	(*ErrorDetail)(nil),           // 33: vkprovider.v1.ErrorDetail
-	(*RpcStatus)(nil),             // 34: vkprovider.v1.RpcStatus
-	nil,                           // 35: vkprovider.v1.DeploymentRequest.LabelsEntry
-	nil,                           // 36: vkprovider.v1.DeploymentRequest.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*anypb.Any)(nil),             // 38: google.protobuf.Any
+	(*UsageRequest)(nil),          // 33: vkprovider.v1.UsageRequest
+	(*UsageResponse)(nil),         // 34: vkprovider.v1.UsageResponse
+	(*ContainerUsage)(nil),        // 35: vkprovider.v1.ContainerUsage
+	(*DeploymentUsage)(nil),       // 36: vkprovider.v1.DeploymentUsage
+	(*ErrorDetail)(nil),           // 37: vkprovider.v1.ErrorDetail
+	(*RpcStatus)(nil),             // 38: vkprovider.v1.RpcStatus
+	nil,                           // 39: vkprovider.v1.DeploymentRequest.LabelsEntry
+	nil,                           // 40: vkprovider.v1.DeploymentRequest.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*anypb.Any)(nil),             // 42: google.protobuf.Any
 }
 var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: vkprovider.v1.Capabilities.rate_limit:type_name -> vkprovider.v1.RateLimit
@@ -2559,13 +2806,13 @@ var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	9,  // 5: vkprovider.v1.DeploymentRequest.containers:type_name -> vkprovider.v1.Container
 	9,  // 6: vkprovider.v1.DeploymentRequest.init_containers:type_name -> vkprovider.v1.Container
 	10, // 7: vkprovider.v1.DeploymentRequest.registry_credentials:type_name -> vkprovider.v1.RegistryCredential
-	35, // 8: vkprovider.v1.DeploymentRequest.labels:type_name -> vkprovider.v1.DeploymentRequest.LabelsEntry
-	36, // 9: vkprovider.v1.DeploymentRequest.annotations:type_name -> vkprovider.v1.DeploymentRequest.AnnotationsEntry
+	39, // 8: vkprovider.v1.DeploymentRequest.labels:type_name -> vkprovider.v1.DeploymentRequest.LabelsEntry
+	40, // 9: vkprovider.v1.DeploymentRequest.annotations:type_name -> vkprovider.v1.DeploymentRequest.AnnotationsEntry
 	1,  // 10: vkprovider.v1.ContainerStatus.state:type_name -> vkprovider.v1.ContainerState
-	37, // 11: vkprovider.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	37, // 12: vkprovider.v1.ContainerStatus.finished_at:type_name -> google.protobuf.Timestamp
+	41, // 11: vkprovider.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	41, // 12: vkprovider.v1.ContainerStatus.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 13: vkprovider.v1.DeploymentStatus.phase:type_name -> vkprovider.v1.Phase
-	37, // 14: vkprovider.v1.DeploymentStatus.started_at:type_name -> google.protobuf.Timestamp
+	41, // 14: vkprovider.v1.DeploymentStatus.started_at:type_name -> google.protobuf.Timestamp
 	12, // 15: vkprovider.v1.DeploymentStatus.containers:type_name -> vkprovider.v1.ContainerStatus
 	4,  // 16: vkprovider.v1.GetInfoResponse.info:type_name -> vkprovider.v1.ProviderInfo
 	5,  // 17: vkprovider.v1.OffersResponse.offers:type_name -> vkprovider.v1.Offer
@@ -2575,30 +2822,35 @@ var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	13, // 21: vkprovider.v1.ListResponse.statuses:type_name -> vkprovider.v1.DeploymentStatus
 	13, // 22: vkprovider.v1.WatchResponse.status:type_name -> vkprovider.v1.DeploymentStatus
 	14, // 23: vkprovider.v1.LogsRequest.options:type_name -> vkprovider.v1.LogOptions
-	38, // 24: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
-	15, // 25: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
-	17, // 26: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
-	19, // 27: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
-	21, // 28: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
-	23, // 29: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
-	25, // 30: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
-	27, // 31: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
-	29, // 32: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
-	31, // 33: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
-	16, // 34: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
-	18, // 35: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
-	20, // 36: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
-	22, // 37: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
-	24, // 38: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
-	26, // 39: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
-	28, // 40: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
-	30, // 41: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
-	32, // 42: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	36, // 24: vkprovider.v1.UsageResponse.usage:type_name -> vkprovider.v1.DeploymentUsage
+	41, // 25: vkprovider.v1.DeploymentUsage.timestamp:type_name -> google.protobuf.Timestamp
+	35, // 26: vkprovider.v1.DeploymentUsage.containers:type_name -> vkprovider.v1.ContainerUsage
+	42, // 27: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
+	15, // 28: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
+	17, // 29: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
+	19, // 30: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
+	21, // 31: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
+	23, // 32: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
+	25, // 33: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
+	27, // 34: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
+	29, // 35: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
+	31, // 36: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
+	33, // 37: vkprovider.v1.Provider.Usage:input_type -> vkprovider.v1.UsageRequest
+	16, // 38: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
+	18, // 39: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
+	20, // 40: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
+	22, // 41: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
+	24, // 42: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
+	26, // 43: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
+	28, // 44: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
+	30, // 45: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
+	32, // 46: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
+	34, // 47: vkprovider.v1.Provider.Usage:output_type -> vkprovider.v1.UsageResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_vkprovider_v1_provider_proto_init() }
@@ -2612,14 +2864,15 @@ func file_vkprovider_v1_provider_proto_init() {
 	file_vkprovider_v1_provider_proto_msgTypes[11].OneofWrappers = []any{}
 	file_vkprovider_v1_provider_proto_msgTypes[12].OneofWrappers = []any{}
 	file_vkprovider_v1_provider_proto_msgTypes[25].OneofWrappers = []any{}
-	file_vkprovider_v1_provider_proto_msgTypes[31].OneofWrappers = []any{}
+	file_vkprovider_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
+	file_vkprovider_v1_provider_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vkprovider_v1_provider_proto_rawDesc), len(file_vkprovider_v1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

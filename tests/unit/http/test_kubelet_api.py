@@ -18,7 +18,7 @@ from vkprovider.devcluster import pki
 from vkprovider.http.auth import Authenticator
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.server import AsgiServer
-from vkprovider.models import ContainerUsage, DeploymentUsage, LogOptions
+from vkprovider.models import Capabilities, ContainerUsage, DeploymentUsage, LogOptions, ProviderInfo
 from vkprovider.plugins.guard import guard
 from vkprovider.plugins.memory import InMemoryProvider
 
@@ -33,6 +33,11 @@ class LoggingCloud(InMemoryProvider):
         self.asked: list[LogOptions] = []
         self.open_streams = 0
         self.cpu = 0.0
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(
+            name=self.name, adapter="logging", version="0", capabilities=Capabilities(logs=True, metrics=True)
+        )
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
         self.asked.append(options)

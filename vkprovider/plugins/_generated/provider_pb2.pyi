@@ -385,6 +385,40 @@ class LogsResponse(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class UsageRequest(_message.Message):
+    __slots__ = ("node_name",)
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    def __init__(self, node_name: _Optional[str] = ...) -> None: ...
+
+class UsageResponse(_message.Message):
+    __slots__ = ("usage",)
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    usage: _containers.RepeatedCompositeFieldContainer[DeploymentUsage]
+    def __init__(self, usage: _Optional[_Iterable[_Union[DeploymentUsage, _Mapping]]] = ...) -> None: ...
+
+class ContainerUsage(_message.Message):
+    __slots__ = ("name", "cpu_seconds_total", "cpu_cores", "memory_working_set_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_WORKING_SET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cpu_seconds_total: float
+    cpu_cores: float
+    memory_working_set_bytes: int
+    def __init__(self, name: _Optional[str] = ..., cpu_seconds_total: _Optional[float] = ..., cpu_cores: _Optional[float] = ..., memory_working_set_bytes: _Optional[int] = ...) -> None: ...
+
+class DeploymentUsage(_message.Message):
+    __slots__ = ("uid", "timestamp", "containers")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    timestamp: _timestamp_pb2.Timestamp
+    containers: _containers.RepeatedCompositeFieldContainer[ContainerUsage]
+    def __init__(self, uid: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containers: _Optional[_Iterable[_Union[ContainerUsage, _Mapping]]] = ...) -> None: ...
+
 class ErrorDetail(_message.Message):
     __slots__ = ("code", "message", "retry_after_seconds", "reason")
     CODE_FIELD_NUMBER: _ClassVar[int]

@@ -11,6 +11,7 @@ cancelled when the consumer stops iterating.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -19,7 +20,14 @@ import grpc
 from google.protobuf.message import Message
 
 from vkprovider.errors import Transient
-from vkprovider.models import DeploymentRequest, DeploymentStatus, LogOptions, Offer, ProviderInfo
+from vkprovider.models import (
+    DeploymentRequest,
+    DeploymentStatus,
+    DeploymentUsage,
+    LogOptions,
+    Offer,
+    ProviderInfo,
+)
 from vkprovider.plugins._generated import provider_pb2 as pb
 from vkprovider.plugins.grpc import convert, convert_request, methods
 from vkprovider.plugins.grpc.channel import AddressChannel, ChannelSource
@@ -38,7 +46,10 @@ def _cancelling() -> bool:
 
 
 class GrpcProvider:
-    """A :class:`~vkprovider.plugins.api.Provider` (+ logs, watch) backed by a gRPC plugin."""
+    """A :class:`~vkprovider.plugins.api.Provider` (+ logs, watch, usage) backed by a gRPC plugin.
+
+    It always has the optional methods; the plugin's declared capabilities say which ones the
+    host uses (a plugin without one answers UNIMPLEMENTED)."""
 
     def __init__(self, name: str, source: ChannelSource, *, call_timeout: float = 10.0) -> None:
         self._name = name
@@ -165,3 +176,7 @@ class GrpcProvider:
     async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
         async for reply in self._stream(methods.WATCH, pb.WatchRequest(node_name=node_name), timeout=None):
             yield self._decode("Watch", lambda r=reply: convert.status_from_pb(r.status))  # type: ignore[misc]
+
+    async def usage(self, node_name: str) -> builtins.list[DeploymentUsage]:
+        reply = await self._unary(methods.USAGE, pb.UsageRequest(node_name=node_name))
+        return self._decode("Usage", lambda: [convert.usage_from_pb(u) for u in reply.usage])

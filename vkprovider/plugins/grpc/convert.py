@@ -18,7 +18,9 @@ from vkprovider.models import (
     Capabilities,
     ContainerState,
     ContainerStatus,
+    ContainerUsage,
     DeploymentStatus,
+    DeploymentUsage,
     Offer,
     Phase,
     ProviderInfo,
@@ -221,6 +223,45 @@ def status_from_pb(m: pb.DeploymentStatus) -> DeploymentStatus:
             started_at=_dt(m.started_at) if m.HasField("started_at") else None,
             containers=[_container_status_from_pb(c) for c in m.containers],
             price_per_hour=m.price_per_hour if m.HasField("price_per_hour") else None,
+        )
+    )
+
+
+# ---- usage ---------------------------------------------------------------------------------
+
+
+def usage_to_pb(u: DeploymentUsage) -> pb.DeploymentUsage:
+    return pb.DeploymentUsage(
+        uid=u.uid,
+        timestamp=_ts(u.timestamp),
+        containers=[
+            pb.ContainerUsage(
+                name=c.name,
+                cpu_seconds_total=c.cpu_seconds_total,
+                cpu_cores=c.cpu_cores,
+                memory_working_set_bytes=c.memory_working_set_bytes,
+            )
+            for c in u.containers
+        ],
+    )
+
+
+def usage_from_pb(m: pb.DeploymentUsage) -> DeploymentUsage:
+    if not m.HasField("timestamp"):
+        raise MalformedReply(f"usage of {m.uid!r}: no timestamp")
+    return checked(
+        lambda: DeploymentUsage(
+            uid=m.uid,
+            timestamp=_dt(m.timestamp),
+            containers=[
+                ContainerUsage(
+                    name=c.name,
+                    cpu_seconds_total=c.cpu_seconds_total,
+                    cpu_cores=c.cpu_cores if c.HasField("cpu_cores") else None,
+                    memory_working_set_bytes=c.memory_working_set_bytes,
+                )
+                for c in m.containers
+            ],
         )
     )
 

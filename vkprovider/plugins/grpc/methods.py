@@ -64,6 +64,7 @@ LIST = Method("List", pb.ListRequest, pb.ListResponse)
 DELETE = Method("Delete", pb.DeleteRequest, pb.DeleteResponse)
 WATCH = Method("Watch", pb.WatchRequest, pb.WatchResponse, server_streaming=True)
 LOGS = Method("Logs", pb.LogsRequest, pb.LogsResponse, server_streaming=True)
+USAGE = Method("Usage", pb.UsageRequest, pb.UsageResponse)
 
 ALL_METHODS: tuple[Method[Message, Message], ...] = (
     GET_INFO,
@@ -75,4 +76,5 @@ ALL_METHODS: tuple[Method[Message, Message], ...] = (
     DELETE,
     WATCH,
     LOGS,
+    USAGE,
 )  # type: ignore[assignment]

@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from vkprovider.errors import InvalidRequest, ProviderError
 from vkprovider.plugins._generated import provider_pb2 as pb
-from vkprovider.plugins.api import Provider, SupportsLogs, SupportsWatch
+from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
 from vkprovider.plugins.grpc import convert, convert_request, methods
 from vkprovider.plugins.grpc.handshake import check_address
 from vkprovider.plugins.grpc.status import encode_error
@@ -113,6 +113,16 @@ class ProviderServicer:
             await _abort(context, InvalidRequest(f"malformed log options: {exc}"))
         except ProviderError as exc:
             await _abort(context, exc)
+
+    async def Usage(self, request: pb.UsageRequest, context: Context) -> pb.UsageResponse:
+        if not isinstance(self.provider, SupportsMetrics):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this plugin has no metrics capability")
+            raise AssertionError("context.abort returned")
+        try:
+            usage = await self.provider.usage(request.node_name)
+        except ProviderError as exc:
+            await _abort(context, exc)
+        return pb.UsageResponse(usage=[convert.usage_to_pb(u) for u in usage])
 
 
 def generic_handler(servicer: ProviderServicer) -> grpc.GenericRpcHandler[Any, Any]:
