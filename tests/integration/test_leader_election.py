@@ -143,3 +143,23 @@ async def test_leader_steps_down_when_another_holder_takes_the_lease(
             assert solo.terms == 2
         finally:
             await solo.stop()
+
+
+async def test_a_leader_whose_copy_of_the_lease_is_stale_still_releases_it(
+    cluster: Cluster, namespace: str
+) -> None:
+    """A renewal cancelled mid-flight can land after the leader's last read: its release then
+    meets a 409 and must read the Lease again, not leave it to expire."""
+    async with kube_client(cluster) as kube, replicas(cluster, namespace) as pair:
+        leader = await _one_leader(pair)
+        other = next(r for r in pair if r is not leader)
+        await other.stop()  # nobody else may take the Lease meanwhile
+        leader.elector.retry_period = 3600  # no renewal refreshes its copy from here on
+        await asyncio.sleep(0.5)  # a renewal already sleeping ends; the next waits an hour
+        lease = await resources.get_lease(kube, namespace, "vkprovider")
+        assert lease is not None and lease["spec"]["holderIdentity"] == leader.identity
+        # Another write the leader has not seen (it stays the holder): its copy is now stale.
+        lease["metadata"].setdefault("labels", {})["touched"] = "yes"
+        await resources.replace_lease(kube, lease)
+        await leader.stop()
+        assert await _holder(cluster, namespace) == ""  # released anyway, no expiry wait

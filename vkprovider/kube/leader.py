@@ -204,19 +204,41 @@ class LeaderElector:
         return True
 
     async def _release(self) -> None:
+        """Hand the Lease back (empty holder) so a successor need not wait for its expiry.
+
+        A renewal cancelled mid-flight may have landed, leaving our copy one version behind:
+        on a conflict the Lease is read again and released only while it is still ours. The
+        release gets a renewal's budget (``renew_deadline``); past it the Lease simply expires."""
         if self._lease is None:
             return
+        try:
+            async with asyncio.timeout(max(self.renew_deadline, self.retry_period * 2)):
+                for _ in range(3):
+                    try:
+                        self._observe(await resources.replace_lease(self._kube, self._released(self._lease)))
+                        break
+                    except KubeConflict:
+                        current = await resources.get_lease(self._kube, self.namespace, self.name)
+                        if (
+                            current is None
+                            or (current.get("spec") or {}).get("holderIdentity") != self.identity
+                        ):
+                            return  # already someone else's (or gone): nothing of ours to release
+                        self._lease = current
+                else:
+                    raise KubeConflict(409, "the Lease kept changing while it was being released")
+            log.info("released leadership", extra={"lease": self.name, "identity": self.identity})
+        except (KubeError, TimeoutError) as exc:  # the Lease will simply expire
+            log.warning("could not release leadership: %s", exc, extra={"lease": self.name})
+
+    @staticmethod
+    def _released(lease: JSON) -> JSON:
         now = _micro_time(datetime.now(UTC))
         spec = {
-            **(self._lease.get("spec") or {}),
+            **(lease.get("spec") or {}),
             "holderIdentity": None,
             "leaseDurationSeconds": 1,
             "acquireTime": now,
             "renewTime": now,
         }
-        try:
-            async with asyncio.timeout(self.retry_period * 2):
-                self._observe(await resources.replace_lease(self._kube, {**self._lease, "spec": spec}))
-            log.info("released leadership", extra={"lease": self.name, "identity": self.identity})
-        except (KubeError, TimeoutError) as exc:  # the Lease will simply expire
-            log.warning("could not release leadership: %s", exc, extra={"lease": self.name})
+        return {**lease, "spec": spec}
