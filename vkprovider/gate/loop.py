@@ -93,6 +93,7 @@ class Gate:
         signal = self._signal_factory(self.config, view)
         watching = asyncio.create_task(view.run(), name="gate-informers")
         self.running = True
+        metrics.STATE.start()
         try:
             await view.wait_synced()
             await signal.start()
@@ -113,6 +114,7 @@ class Gate:
                 await asyncio.sleep(min(1.0, self.config.interval_seconds))  # coalesce bursts
         finally:
             self.running = False
+            metrics.STATE.stop()
             watching.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watching
@@ -124,11 +126,11 @@ class Gate:
             reading = await signal.read()
         except SignalUnavailable as exc:
             metrics.SIGNAL_ERRORS.labels(exc.kind).inc()
-            metrics.SIGNAL_UP.set(0)
+            metrics.STATE.set("signal_up", 0)
             self.last_error = f"{exc.kind}: {exc}"
             return None
-        metrics.SIGNAL_UP.set(1)
-        metrics.FREE_GPUS.set(reading.free_gpus)
+        metrics.STATE.set("signal_up", 1)
+        metrics.STATE.set("free_gpus", reading.free_gpus)
         self.last_error = ""
         self.last_reading = reading
         return reading
@@ -144,7 +146,7 @@ class Gate:
         reading = await self._read(signal)
         pods = list(self.view.all_pods())
         self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
-        metrics.PENDING_BLOCKED.set(len(self.blocked))
+        metrics.STATE.set("pending_blocked_pods", len(self.blocked))
         decision = self.decider.decide(
             Observation(
                 now=now,
@@ -165,7 +167,7 @@ class Gate:
             and observed != self.decider.tainted
         ):
             await self._reassert()
-        metrics.TAINTED.set(1 if self.decider.tainted else 0)
+        metrics.STATE.set("tainted", 1 if self.decider.tainted else 0)
         return decision
 
     async def _flip(self, decision: Decision, node: dict[str, Any] | None, now: float) -> None:

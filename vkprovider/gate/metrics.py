@@ -1,17 +1,57 @@
-"""Prometheus metrics of the gate, on the admin port's ``/metrics`` with the rest."""
+"""Prometheus metrics of the gate, on the admin port's ``/metrics`` with the rest.
+
+The state gauges (taint, free GPUs, signal up, blocked pods) belong to a leadership term: they
+are served only while a gate term runs in this process, so a standby or a former leader reports
+none instead of its last values (a standby's ``signal_up 0`` would otherwise read as an outage
+and its stale ``tainted`` as the node's state). The counters are the process's own.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from collections.abc import Iterable
 
-TAINTED = Gauge(
-    "vkprovider_gate_tainted", "1 while the gate's taint is on the virtual node (dry-run: would be)"
-)
-FREE_GPUS = Gauge("vkprovider_gate_free_gpus", "Free local GPUs, as the signal last read them")
-SIGNAL_UP = Gauge("vkprovider_gate_signal_up", "1 when the last signal reading succeeded")
-PENDING_BLOCKED = Gauge(
-    "vkprovider_gate_pending_blocked_pods", "Unschedulable pods that only the gate's taint keeps out"
-)
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+_STATE_HELP = {
+    "tainted": "1 while the gate's taint is on the virtual node (dry-run: would be)",
+    "free_gpus": "Free local GPUs, as the signal last read them",
+    "signal_up": "1 when the last signal reading succeeded",
+    "pending_blocked_pods": "Unschedulable pods that only the gate's taint keeps out",
+}
+
+
+class TermGauges:
+    """The gate's state gauges, computed at scrape time from the running term's last values."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, float] | None = None
+
+    def start(self) -> None:
+        """A term begins: nothing is reported until it has read and decided."""
+        self._values = {}
+
+    def stop(self) -> None:
+        """The term ended: its values go with it."""
+        self._values = None
+
+    def set(self, name: str, value: float) -> None:
+        if name not in _STATE_HELP:
+            raise KeyError(name)
+        if self._values is not None:
+            self._values[name] = value
+
+    def collect(self) -> Iterable[Metric]:
+        values = dict(self._values or {})
+        for name, value in sorted(values.items()):
+            family = GaugeMetricFamily(f"vkprovider_gate_{name}", _STATE_HELP[name])
+            family.add_metric([], value)
+            yield family
+
+
+STATE = TermGauges()
+REGISTRY.register(STATE)
+
 FLIPS = Counter(
     "vkprovider_gate_flips_total", "Taint changes written (or, in dry-run, decided)", ["direction"]
 )

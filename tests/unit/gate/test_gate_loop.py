@@ -7,6 +7,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from tests.unit.gate.gate_fakes import VK_TOLERATION, FakeView, node, pod, virtual_node
+from vkprovider.gate import metrics
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action
 from vkprovider.gate.loop import Gate
@@ -63,11 +64,16 @@ def gate(view: View, **cfg: Any) -> tuple[Gate, Writer, Events, list[float]]:
 
 async def test_taints_with_an_event_naming_the_reading() -> None:
     g, writer, events, _ = gate(View([node("a"), virtual_node()], []))
-    assert (await g.tick(Signal(8))).action is Action.TAINT  # type: ignore[arg-type]
-    assert writer.calls == [True]
-    ((kind, reason, message),) = events.recorded
-    assert (kind, reason) == ("Normal", "LocalCapacityAvailable") and "8 free local GPUs" in message
-    assert REGISTRY.get_sample_value("vkprovider_gate_tainted") == 1
+    metrics.STATE.start()  # what run() does when a term begins
+    try:
+        assert (await g.tick(Signal(8))).action is Action.TAINT  # type: ignore[arg-type]
+        assert writer.calls == [True]
+        ((kind, reason, message),) = events.recorded
+        assert (kind, reason) == ("Normal", "LocalCapacityAvailable") and "8 free local GPUs" in message
+        assert REGISTRY.get_sample_value("vkprovider_gate_tainted") == 1
+        assert REGISTRY.get_sample_value("vkprovider_gate_free_gpus") == 8
+    finally:
+        metrics.STATE.stop()
 
 
 async def test_a_missing_node_is_never_written() -> None:
