@@ -266,26 +266,10 @@ class _MetricsMixin(GuardedProvider):
         return usage
 
 
-class GuardedLogsProvider(_LogsMixin):
-    """Guard for a provider with ``logs``."""
-
-
-class GuardedWatchProvider(_WatchMixin):
-    """Guard for a provider with ``watch``."""
-
-
-class GuardedLogsWatchProvider(_LogsMixin, _WatchMixin):
-    """Guard for a provider with ``logs`` and ``watch``."""
-
-
 _MIXINS = (("Logs", _LogsMixin), ("Watch", _WatchMixin), ("Metrics", _MetricsMixin))
-#: (logs, watch, metrics) -> the guard class with exactly those optional methods
-_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {
-    (False, False, False): GuardedProvider,
-    (True, False, False): GuardedLogsProvider,
-    (False, True, False): GuardedWatchProvider,
-    (True, True, False): GuardedLogsWatchProvider,
-}
+#: (logs, watch, metrics) -> the guard class with exactly those optional methods (made once,
+#: on first use, e.g. ``GuardedLogsWatchProvider``)
+_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {(False, False, False): GuardedProvider}
 
 
 def _guard_class(capable: tuple[bool, ...]) -> type[GuardedProvider]:
