@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vkprovider.contract.harness import Harness
+from vkprovider.contract.harness import DelayStats, Harness
 from vkprovider.contract.support import eventually, knob, new_uid, plugin_supervisor
 from vkprovider.plugins.api import (
     DeploymentStatus,
@@ -245,15 +245,21 @@ async def test_deadline_is_honoured(provider: Provider, harness: Harness, node: 
             async with asyncio.timeout(30):  # only a safety net: the call deadline is 3 s
                 with pytest.raises(Transient, match=r"deadline|within"):
                     await provider.deploy(harness.request(new_uid(), node))
-        if before.cancelled is not None:
-
-            async def adapter_was_cancelled() -> bool:
-                stats = await harness.delay_stats("deploy")
-                return (stats.cancelled or 0) > before.cancelled  # type: ignore[operator]
-
-            await eventually(adapter_was_cancelled)
+        await adapter_cancelled_since(harness, before)
     finally:
         await harness.delay("deploy", 0)
+
+
+async def adapter_cancelled_since(harness: Harness, before: DelayStats) -> None:
+    """Wait until the adapter saw one more held deploy cancelled (when its backend can tell)."""
+    if before.cancelled is None:
+        return
+    cancelled = before.cancelled
+
+    async def adapter_was_cancelled() -> bool:
+        return ((await harness.delay_stats("deploy")).cancelled or 0) > cancelled
+
+    await eventually(adapter_was_cancelled)
 
 
 async def test_cancellation_propagates_to_the_adapter(
@@ -273,13 +279,7 @@ async def test_cancellation_propagates_to_the_adapter(
         with pytest.raises(asyncio.CancelledError):
             async with asyncio.timeout(10):
                 await task
-        if before.cancelled is not None:
-
-            async def adapter_was_cancelled() -> bool:
-                stats = await harness.delay_stats("deploy")
-                return (stats.cancelled or 0) > before.cancelled  # type: ignore[operator]
-
-            await eventually(adapter_was_cancelled)
+        await adapter_cancelled_since(harness, before)
     finally:
         await harness.delay("deploy", 0)
     status = await provider.deploy(request)  # the provider still works afterwards
