@@ -29,6 +29,7 @@ from tests.chaos.proxy import TcpProxy
 from tests.chaos.serve import Replica, plugin_command, write_config
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
+from vkprovider.sim.local import inference_deployment
 
 JSON = dict[str, Any]
 
@@ -172,35 +173,11 @@ class Rig:
         await self.kube("POST", f"/api/v1/namespaces/{self.namespace}/secrets", secret)
 
     def _deployment(self, i: int, replicas: int) -> JSON:
-        name = f"svc-{i}"
-        container = {
-            "name": "server",
-            "image": "ghcr.io/acme/llm:chaos",
-            "ports": [{"containerPort": 8000}],
-            "env": [
-                {"name": "MODE", "value": "chaos"},
-                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "chaos-secret", "key": SECRET_KEY}}},
-            ],
-            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-        }
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": self.node},
-                        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                        "terminationGracePeriodSeconds": 3,
-                        "containers": [container],
-                    },
-                },
-            },
-        }
+        env = [
+            {"name": "MODE", "value": "chaos"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "chaos-secret", "key": SECRET_KEY}}},
+        ]
+        return inference_deployment(f"svc-{i}", self.node, replicas, env=env, grace_seconds=3)
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -151,7 +151,13 @@ async def start_virtual_node(
 
 
 def inference_deployment(
-    name: str, node: str, replicas: int, *, gpus: int = 1, env: list[JSON] | None = None
+    name: str,
+    node: str,
+    replicas: int,
+    *,
+    gpus: int = 1,
+    env: list[JSON] | None = None,
+    grace_seconds: int = 5,
 ) -> JSON:
     """A Deployment that can only land on the virtual node (selector + toleration)."""
     return {
@@ -168,7 +174,7 @@ def inference_deployment(
                     "tolerations": [
                         {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
                     ],
-                    "terminationGracePeriodSeconds": 5,
+                    "terminationGracePeriodSeconds": grace_seconds,
                     "containers": [
                         {
                             "name": "server",
