@@ -40,12 +40,22 @@ class KubeClient:
         settle_environment(api)
         self._api = api
         self._limiter = TokenBucket(qps, burst)
-        self.calls = 0  #: API requests made (for figures in bench/ and the closing notes)
-        #: API requests made by (verb, resource[/subresource]), for the same figures
-        self.calls_by: Counter[tuple[str, str]] = Counter()
         #: answers by (verb, resource, HTTP status; 0 = no answer: connection error, timeout), a
         #: plain dict increment per request that ``/metrics`` exports as a counter at scrape time
         self.responses: Counter[tuple[str, str, int]] = Counter()
+
+    @property
+    def calls(self) -> int:
+        """API requests made (for figures in bench/, ``/state`` and the closing notes)."""
+        return sum(self.responses.values())
+
+    @property
+    def calls_by(self) -> Counter[tuple[str, str]]:
+        """API requests made by (verb, resource[/subresource]), for the same figures."""
+        by: Counter[tuple[str, str]] = Counter()
+        for (verb, resource, _), count in self.responses.items():
+            by[verb, resource] += count
+        return by
 
     @classmethod
     async def connect(cls, kubeconfig: str | None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
@@ -119,10 +129,8 @@ class KubeClient:
         ``call_api``: that walks every body recursively to "sanitize" it and re-encodes headers
         on each call, a third of the client's CPU per request, for bodies that are plain JSON."""
         await self._limiter.acquire()
-        self.calls += 1
         verb = "WATCH" if query and query.get("watch") == "true" else method
         resource = resource_of(path)
-        self.calls_by[verb, resource] += 1
         api, rest = self._api, self._api.rest_client
         headers = {**api.default_headers, "Accept": accept, "Content-Type": content_type}
         if "BearerToken" in api.configuration.api_key:
