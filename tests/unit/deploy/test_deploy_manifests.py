@@ -162,11 +162,18 @@ def test_the_demo_clouds_are_the_examples(rendered: dict[str, Any]) -> None:
 def test_the_dockerfile_is_pinned_non_root_and_serves() -> None:
     text = (ROOT / "Dockerfile").read_text()
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
-    assert base and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base.group(1))
+    assert base and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", base.group(1))
     assert text.count("FROM ${PYTHON_IMAGE}") == 2  # multi-stage, both from the pinned base
     assert re.search(r"^USER 10001:10001$", text, re.M)
     assert 'ENTRYPOINT ["vkprovider"]' in text and 'CMD ["serve"' in text
-    assert "-c requirements.lock ." in text and "-r requirements.lock" not in text
+    installs = re.findall(r"/opt/vkprovider/bin/pip install ([^&\n]*)", text)
+    assert installs == [
+        "--require-hashes --no-deps -r requirements-image.lock",
+        "--no-deps --no-build-isolation --no-index . \\",
+    ], "every dependency by hash; the project alone, offline"
+    assert "verify-runtime.py requirements-image.lock" in text
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "!requirements-image.lock" in ignored and "!requirements.lock" not in ignored
     deployment = yaml.safe_load((DEPLOY / "base" / "deployment.yaml").read_text())
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
 
@@ -179,12 +186,14 @@ def load_verify_runtime() -> Any:
     return module
 
 
-def test_verify_runtime_reads_every_pin_of_the_lock() -> None:
+@pytest.mark.parametrize("lock", ["requirements.lock", "requirements-image.lock"])
+def test_verify_runtime_reads_every_pin_of_the_lock(lock: str) -> None:
     verify = load_verify_runtime()
-    pins = verify.locked(str(ROOT / "requirements.lock"))
-    lock_lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line]
+    pins = verify.locked(str(ROOT / lock))
+    lock_lines = [line for line in (ROOT / lock).read_text().splitlines() if "==" in line]
     assert len(pins) == len(lock_lines)
     assert pins["kubernetes-asyncio"] and pins["pydantic"]
+    assert all(re.fullmatch(r"[0-9][0-9a-z.+-]*", version) for version in pins.values())
 
 
 def test_verify_runtime_fails_on_a_package_missing_from_the_lock(tmp_path: Path) -> None:
