@@ -1,27 +1,35 @@
 # syntax=docker/dockerfile:1
 # vkprovider image: `vkprovider serve` (the entry point) plus the in-tree adapters, run as a
-# non-root user with only the runtime dependencies of requirements.lock. docs/deploy.md.
+# non-root user with only the runtime dependencies, installed by hash. docs/deploy.md.
 #
-# Base: pinned by exact tag. Pin the digest too when you build (this repository's build
-# machines have no container builder or registry access, so it could not be resolved here):
-#   docker buildx imagetools inspect python:3.11.14-slim-bookworm   # -> sha256:...
-#   docker build --build-arg PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:... -t vkprovider:0.1.0 .
-ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# Base: pinned by tag and by the digest of the official image's multi-architecture index, so a
+# re-pushed tag cannot change what is built. The digest was taken from public material (this
+# repository's build machines have no registry access to resolve it); check it, and re-pin on
+# every base bump, with
+#   docker buildx imagetools inspect python:3.11.14-slim-bookworm   # "Digest: sha256:..."
+# The ARG stays overridable (a mirror, a newer patch release):
+#   docker build --build-arg PYTHON_IMAGE=registry.example.com/python:3.11.14-slim-bookworm@sha256:... .
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/vkprovider
 WORKDIR /src
-# Dependencies first (a layer that survives source changes): the lock is resolved with the
-# test/dev extras, so it is used as *constraints* for the runtime dependencies pyproject.toml
-# declares, never installed whole. verify-runtime.py fails the build if anything installed is
-# missing from the lock or differs from it.
-COPY pyproject.toml setup.py requirements.lock README.md ./
+# Dependencies first (a layer that survives source changes), each one checked against its hash:
+# requirements-image.lock holds the runtime dependencies of pyproject.toml and the build backend,
+# at the pins of requirements.lock (`make lock` makes both), with hashes. --no-deps: nothing that
+# the lock does not name is installed; then the project itself, built offline by that backend.
+# `pip check` fails on a dependency the lock lacks; verify-runtime.py fails the build if anything
+# installed is missing from the lock or differs from it.
+COPY requirements-image.lock ./
 COPY deploy/image/verify-runtime.py /usr/local/bin/verify-runtime.py
+RUN /opt/vkprovider/bin/pip install --require-hashes --no-deps -r requirements-image.lock
+COPY pyproject.toml setup.py README.md ./
 COPY vkprovider ./vkprovider
 COPY providers ./providers
-RUN /opt/vkprovider/bin/pip install -c requirements.lock . \
- && /opt/vkprovider/bin/python /usr/local/bin/verify-runtime.py requirements.lock \
+RUN /opt/vkprovider/bin/pip install --no-deps --no-build-isolation --no-index . \
+ && /opt/vkprovider/bin/pip check \
+ && /opt/vkprovider/bin/python /usr/local/bin/verify-runtime.py requirements-image.lock \
  && /opt/vkprovider/bin/python -m compileall -q /opt/vkprovider/lib
 
 FROM ${PYTHON_IMAGE} AS runtime

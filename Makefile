@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml requirements.lock
 	@$(BIN)/python -c 'import site, sys; open(site.getsitepackages()[0] + "/vkprovider-typing.pth", "w").write(sys.argv[1] + "\n")' $(CURDIR)
 	@touch $(STAMP)
 
-lock:  ## re-resolve requirements.lock from pyproject.toml (needs uv)
+# requirements.lock: every pin (runtime + test + dev), pip's constraints for `make install` (pip
+# refuses hashes in a constraints file). requirements-image.lock: the same pins (-c) for the
+# runtime dependencies and the build backend only, with hashes, for the image's
+# `pip install --require-hashes` (tests/unit/deploy/test_deploy_lock.py checks they agree).
+lock:  ## re-resolve requirements.lock and requirements-image.lock from pyproject.toml (needs uv)
 	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
+	uv pip compile pyproject.toml deploy/image/build-backend.in --python-version 3.11 --python-platform linux --generate-hashes -c requirements.lock -o requirements-image.lock
 
 docs: install  ## regenerate docs/plugin-api.md from the plugin API (a test checks it is current)
 	$(BIN)/python -m vkprovider.contract.apidoc docs/plugin-api.md

@@ -1,13 +1,13 @@
-"""Fail the image build if the runtime environment strays from requirements.lock.
+"""Fail the image build if the runtime environment strays from the image's lock.
 
-The lock is resolved with the test and dev extras, so it cannot be installed as is (it would
-ship pytest, mypy, ruff...). The Dockerfile installs the project with the lock as *constraints*
-(`pip install -c requirements.lock .`): pip resolves only the runtime dependencies declared in
-pyproject.toml, and the constraints pin each to the locked version. This check closes the gap a
-constraint file leaves open: a dependency absent from the lock would be installed unpinned, so
-every installed distribution must be in the lock, at the locked version.
+The Dockerfile installs requirements-image.lock (the runtime dependencies of pyproject.toml at
+the pins of requirements.lock, with hashes) with `pip install --require-hashes --no-deps`, then
+the project itself with `--no-deps`. Hashes make each file the one that was locked; this check
+makes the set of distributions the locked one: every installed distribution (the project and
+the venv's installers aside) must be in the lock, at the locked version, so nothing unpinned
+reaches the image — whichever way it got in (a base image's extra, a changed install step).
 
-Usage: python verify-runtime.py requirements.lock
+Usage: python verify-runtime.py requirements-image.lock
 """
 
 from __future__ import annotations
@@ -52,4 +52,4 @@ def main(lock_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "requirements.lock"))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "requirements-image.lock"))

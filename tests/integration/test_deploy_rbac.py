@@ -4,14 +4,16 @@ One control plane for the module, started with an audit log of the base's Servic
 
 * ``kubectl apply -k`` of the base and every overlay, server-side, dry-run then real;
 * **sufficient**: two ``vkprovider serve`` processes authenticated as that ServiceAccount (a
-  TokenRequest token in a kubeconfig), with the rendered ConfigMap's config, run a pod through
-  create → Running → delete, keep a pod with a missing Secret Pending, hand leadership over,
-  report a provider whose key Secret is missing (naming the Secret) and open the circuit
-  breaker when every provider is gone;
+  TokenRequest token in a kubeconfig), with the rendered ConfigMap's config, run a pod of a
+  served namespace (bound like an overlay's served-namespaces.yaml) through create → Running →
+  delete, keep a pod with a missing Secret Pending, keep a pod of a namespace the node does not
+  serve Pending with a named error (its Secret read refused), hand leadership over, report a
+  provider whose key Secret is missing (naming the Secret) and open the circuit breaker when
+  every provider is gone;
 * **minimal**: afterwards every (verb, resource) the ClusterRoles and Roles grant appears in the
   audit log, except the rules in ``KEPT_ANYWAY`` (each with its reason);
-* ``kubectl auth can-i`` as the ServiceAccount: no pod creation, no Secret list/watch, no other
-  node's object or heartbeat Lease.
+* ``kubectl auth can-i`` as the ServiceAccount: no pod creation, no Secret list/watch, no
+  Secret read outside the served namespaces, no other node's object or heartbeat Lease.
 """
 
 from __future__ import annotations
@@ -57,13 +59,9 @@ KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     "only when no status write follows the create (e.g. the provider's API went away right after)",
     ("create", "authentication.k8s.io", "tokenreviews"): "kubelet API / admin API authentication",
     ("create", "authorization.k8s.io", "subjectaccessreviews"): "kubelet API / admin API authorization",
-    ("create", "certificates.k8s.io", "certificatesigningrequests"): "kubelet serving cert (kubelet.csr)",
-    ("get", "certificates.k8s.io", "certificatesigningrequests"): "kubelet serving cert (kubelet.csr)",
 }
-GATE_RULES = {
-    ("list", "", "nodes"): "the gate's kube capacity signal (node informer; `gate:` in the config)",
-    ("watch", "", "nodes"): "the gate's kube capacity signal (node informer; `gate:` in the config)",
-}
+#: The served namespaces' role (deploy/base/clusterrole.yaml), bound per namespace by overlays.
+NAMESPACE_ROLE = "vkprovider-namespace"
 
 
 def gate_section() -> JSON | None:
@@ -79,8 +77,20 @@ def gate_section() -> JSON | None:
     return section
 
 
-def kept_anyway() -> dict[tuple[str, str, str], str]:
-    return KEPT_ANYWAY if gate_section() is not None else {**KEPT_ANYWAY, **GATE_RULES}
+def served_kustomization(directory: Path) -> Path:
+    """The base plus the components this run's config needs (the gate's kube signal, when this
+    build has the gate): what an operator applies for the same config."""
+    components = [rendering.DEPLOY / "components" / "gate-kube-signal"] if gate_section() is not None else []
+    directory.mkdir(exist_ok=True)
+    (directory / "kustomization.yaml").write_text(rendering.with_components(directory, *components))
+    return directory
+
+
+def served_namespace_binding(namespace: str) -> JSON:
+    """An overlay's RoleBinding of the namespace role (deploy/overlays/runpod), for ``namespace``."""
+    docs = rendering.objects(rendering.render("runpod"))
+    (binding,) = [b for b in rendering.find(docs, "RoleBinding") if b["roleRef"]["name"] == NAMESPACE_ROLE]
+    return {**binding, "metadata": {**binding["metadata"], "namespace": namespace}}
 
 
 def kubectl(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -109,6 +119,7 @@ async def applied(audited: Cluster) -> Cluster:
     A server-side dry-run cannot create the namespace the other objects go into, so the
     Namespace is applied first (docs/deploy.md says the same)."""
     kubectl(audited, "apply", "--server-side", "-f", str(rendering.TARGETS["base"] / "namespace.yaml"))
+    kubectl(audited, "create", "namespace", "inference")  # the runpod overlay serves it
     for target in ("demo", "runpod", "base"):
         directory = str(rendering.TARGETS[target])
         dry = kubectl(audited, "apply", "--server-side", "--dry-run=server", "-k", directory)
@@ -139,7 +150,14 @@ async def test_can_i_as_the_service_account(applied: Cluster) -> None:
     assert not can("list", "secrets", "--all-namespaces")
     assert not can("watch", "secrets", "-n", "default")
     assert not can("list", "configmaps", "-n", "default")
-    assert can("get", "secrets", "-n", "default")  # env resolution: by name; docs/deploy.md scopes it
+    # Env resolution: by name, only in the served namespaces (the overlays bind default, inference).
+    assert can("get", "secrets", "-n", "inference") and can("get", "configmaps", "-n", "default")
+    assert not can("get", "secrets", "-n", "kube-system")
+    assert not can("get", "secrets", "-n", NAMESPACE)  # not even its own: the keys come by envFrom
+    assert not can("get", "configmaps", "-n", "kube-public")
+    assert can("patch", "pods", "-n", "inference") and not can("patch", "pods", "-n", "kube-system")
+    assert can("patch", "pods", "--subresource=status", "-n", "kube-system")  # status anywhere
+    assert not can("list", "nodes") and not can("create", "certificatesigningrequests")  # components
     assert not can("patch", f"nodes/{applied.gpu_nodes[0]}")
     assert can("patch", f"nodes/{NODE}")
     assert not can("delete", f"nodes/{NODE}")
@@ -270,10 +288,17 @@ async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
     kubeconfig = await service_account_kubeconfig(applied, tmp_path / "sa-kubeconfig")
     config = deployed_config(tmp_path / "config.yaml", server.url)
     admin = await KubeClient.connect(str(applied.kubeconfig))
-    ns = f"t-{uuid.uuid4().hex[:8]}"
+    ns, other = f"t-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:8]}"
     replicas: dict[str, Replica] = {}
+    kubectl(applied, "apply", "--server-side", "-k", str(served_kustomization(tmp_path / "served")))
     try:
-        await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        for name in (ns, other):  # other: a namespace the node does not serve
+            await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+        await admin.request(
+            "POST",
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+            body=served_namespace_binding(ns),
+        )
         await admin.request(
             "POST",
             f"/api/v1/namespaces/{ns}/configmaps",
@@ -305,6 +330,7 @@ async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
         token = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
         await admin.request("POST", pods, body=gpu_pod("served", [model]))
         await admin.request("POST", pods, body=gpu_pod("needs-secret", [token]))
+        await admin.request("POST", f"/api/v1/namespaces/{other}/pods", body=gpu_pod("not-served", [token]))
 
         async def phase(name: str, wanted: str) -> JSON | None:
             pod = await admin.request("GET", f"{pods}/{name}")
@@ -325,6 +351,22 @@ async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
         await eventually(waiting_for_secret, timeout=90)
         pending = await admin.request("GET", f"{pods}/needs-secret")
         assert pending["status"]["phase"] == "Pending"
+
+        async def refused() -> JSON | None:
+            events = await admin.request(
+                "GET",
+                f"/api/v1/namespaces/{other}/events",
+                query={"fieldSelector": "reason=SecretReadForbidden,involvedObject.name=not-served"},
+            )
+            return dict(events["items"][0]) if events["items"] else None
+
+        event = await eventually(refused, timeout=90)
+        assert event["type"] == "Warning"
+        assert '"hf-token"' in event["message"] and f"does not serve namespace {other}" in event["message"]
+        not_served = await admin.request("GET", f"/api/v1/namespaces/{other}/pods/not-served")
+        assert not_served["status"]["phase"] == "Pending"
+        (waiting,) = [c["state"]["waiting"] for c in not_served["status"]["containerStatuses"]]
+        assert waiting["reason"] == "CreateContainerConfigError" and other in waiting["message"]
 
         assert await replicas[leader].stop() == 0  # SIGTERM: drain, release the Lease
         standby = next(n for n in replicas if n != leader)
@@ -360,20 +402,28 @@ async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
             await replica.stop()
         if server_up:
             await server.stop()
-        await admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+        for name in (ns, other):
+            await admin.request("DELETE", f"/api/v1/namespaces/{name}")
         await admin.close()
+        # The component's binding goes with the run (kubectl apply does not prune): the other
+        # tests of this module see the base and the overlays only.
+        kubectl(applied, "delete", "clusterrolebinding", "vkprovider-gate-kube-signal", "--ignore-not-found")
 
-    assert_every_rule_used(applied)
+    assert_every_rule_used(applied, tmp_path / "served", refused_in=other)
 
 
-def assert_every_rule_used(cluster: Cluster) -> None:
+def assert_every_rule_used(cluster: Cluster, served: Path, *, refused_in: str) -> None:
+    """Every rule of the ``served`` kustomization was used, and the only refusals were the reads
+    of the pod in the namespace not served (``refused_in``)."""
     assert cluster.audit_log is not None
     events = read_events(cluster.audit_log)
     denied = accesses(events, USER, decision="forbid")
-    assert not denied, f"the service was refused (RBAC insufficient): {sorted(denied)}"
+    expected = {a for a in denied if (a.verb, a.resource, a.namespace) == ("get", "secrets", refused_in)}
+    assert expected, "the read in the namespace not served was never refused"
+    assert not denied - expected, f"the service was refused (RBAC insufficient): {sorted(denied - expected)}"
     used: set[Access] = accesses(events, USER)
-    rules = granted_rules(rendering.objects(rendering.render("base")))
-    kept = kept_anyway()
+    rules = granted_rules(rendering.objects(rendering.render(served)))
+    kept = KEPT_ANYWAY
     unused = sorted(rule for rule in unused_rules(rules, used) if rule[:3] not in kept)
     assert not unused, (
         f"granted but never used (drop them, or keep them in KEPT_ANYWAY with a reason): {unused}"
@@ -393,8 +443,9 @@ def assert_every_rule_used(cluster: Cluster) -> None:
         print(f"  kept, not exercised here: {rule[0]} {rule[1] or 'core'}/{rule[2]}: {why}")
 
 
-async def test_env_reads_can_be_scoped_to_namespaces(applied: Cluster, tmp_path: Path) -> None:
-    """deploy/components/namespaced-env: Secrets/ConfigMaps readable only where bound."""
+async def test_cluster_wide_env_is_opt_in(applied: Cluster, tmp_path: Path) -> None:
+    """deploy/components/cluster-wide-env: Secrets/ConfigMaps readable in every namespace, and
+    only while that component is applied."""
 
     def can_get_secrets(namespace: str) -> bool:
         done = kubectl(
@@ -402,17 +453,13 @@ async def test_env_reads_can_be_scoped_to_namespaces(applied: Cluster, tmp_path:
         )
         return done.stdout.strip() == "yes"
 
-    kubectl(applied, "create", "namespace", "inference")
+    assert not can_get_secrets("kube-system")
     (tmp_path / "kustomization.yaml").write_text(
-        rendering.with_component(rendering.DEPLOY / "components" / "namespaced-env", tmp_path)
+        rendering.with_component(rendering.DEPLOY / "components" / "cluster-wide-env", tmp_path)
     )
     try:
-        kubectl(applied, "delete", "clusterrolebinding", "vkprovider-env")  # an existing install
         kubectl(applied, "apply", "--server-side", "-k", str(tmp_path))
-        assert can_get_secrets("inference")
-        assert not can_get_secrets("default")
-        assert not can_get_secrets("kube-system")
+        assert can_get_secrets("kube-system") and can_get_secrets(NAMESPACE)
     finally:
-        kubectl(applied, "apply", "--server-side", "-k", str(rendering.TARGETS["base"]))
-        kubectl(applied, "delete", "namespace", "inference", "--wait=false")
-    assert can_get_secrets("default")
+        kubectl(applied, "delete", "clusterrolebinding", NAMESPACE_ROLE)  # apply does not prune
+    assert not can_get_secrets("kube-system")

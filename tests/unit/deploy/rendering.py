@@ -80,14 +80,18 @@ def service_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def with_component(component: Path, directory: Path) -> str:
-    """A kustomization (to write in ``directory``) of the base plus the ``component`` directory;
-    kustomize wants relative paths."""
+    """A kustomization (to write in ``directory``) of the base plus the ``component`` directory."""
+    return with_components(directory, component)
+
+
+def with_components(directory: Path, *components: Path) -> str:
+    """A kustomization (to write in ``directory``) of the base plus ``components`` (kustomize
+    wants relative paths; no component: the base alone)."""
     base = os.path.relpath(TARGETS["base"], directory)
-    comp = os.path.relpath(component, directory)
-    return (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n  - {base}\ncomponents:\n  - {comp}\n"
-    )
+    text = f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n"
+    if components:
+        text += "components:\n" + "".join(f"  - {os.path.relpath(c, directory)}\n" for c in components)
+    return text
 
 
 def main() -> int:
