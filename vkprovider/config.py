@@ -194,6 +194,13 @@ class KubeletConfig(_Section):
     token_cache_seconds: float = Field(default=120.0, ge=0)
     authorized_cache_seconds: float = Field(default=300.0, ge=0)
     unauthorized_cache_seconds: float = Field(default=30.0, ge=0)
+    review_qps: float = Field(
+        default=20.0, gt=0, description="TokenReviews/SubjectAccessReviews a second (their own limiter)"
+    )
+    review_burst: int = Field(default=40, ge=1)
+    reviews_in_flight: int = Field(
+        default=64, ge=1, description="reviews waiting or running at once; beyond: 429 with Retry-After"
+    )
     csr: bool = Field(
         default=False,
         description="obtain (and renew) the serving cert with a kubernetes.io/kubelet-serving CSR",

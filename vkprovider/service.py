@@ -28,6 +28,7 @@ from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.reviews import ReviewBudget
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
@@ -43,6 +44,11 @@ from vkprovider.tasks import supervise
 
 log = logging.getLogger(__name__)
 
+#: connections of the heartbeat client (a Lease renewal, a status write, the election Lease)
+HEARTBEAT_POOL = 4
+#: connections of the review client (its limiter, ``kubelet.review_qps``, paces them)
+REVIEW_POOL = 16
+
 
 @dataclass
 class Service:
@@ -55,6 +61,11 @@ class Service:
     admin: AsgiServer | None = None
     kubelet: AsgiServer | None = None
     kube: KubeClient | None = None
+    #: the heartbeat client: node Lease, node status, leader-election Lease (own pool, unthrottled)
+    heartbeat: KubeClient | None = None
+    #: TokenReviews and SubjectAccessReviews: own pool and limiter (``kubelet.review_qps``)
+    reviewer: KubeClient | None = None
+    reviews: ReviewBudget | None = None
     gate: Gate | None = None
 
     def install_signal_handlers(self) -> None:
@@ -66,6 +77,13 @@ class Service:
         s = self.settings
         self.providers = build_providers(s.providers)
         self.kube = await KubeClient.connect(s.kube.kubeconfig, qps=s.kube.qps, burst=s.kube.burst)
+        # As the kubelet's heartbeat client: the Lease and node status never queue behind pod
+        # traffic or reviews; reviews (anyone can make us send one) never queue pod traffic.
+        self.heartbeat = self.kube.sibling(pool=HEARTBEAT_POOL)
+        self.reviewer = self.kube.sibling(
+            pool=REVIEW_POOL, qps=s.kubelet.review_qps, burst=s.kubelet.review_burst
+        )
+        self.reviews = ReviewBudget(s.kubelet.reviews_in_flight)
         try:
             if not await self._until_stopping(self._wait_for_apiserver()):
                 return
@@ -76,7 +94,14 @@ class Service:
                 await self.gate.preflight()
             if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
                 await quota_term.preflight(self.kube, s.quota)
-            self.node = NodeAgent(self.kube, s.node, self.providers, self.placer, pods=self._bound_pods)
+            self.node = NodeAgent(
+                self.kube,
+                s.node,
+                self.providers,
+                self.placer,
+                pods=self._bound_pods,
+                heartbeat=self.heartbeat,
+            )
             self.controller = PodController(
                 self.kube,
                 self.providers,
@@ -110,7 +135,8 @@ class Service:
             async with asyncio.TaskGroup() as group:
                 loops = [
                     group.create_task(supervise("offer-catalog", self.placer.run)),
-                    group.create_task(self._lead_or_follow()),
+                    # Supervised: no failure of an election (or of a term) ends the service.
+                    group.create_task(supervise("leader-election", self._lead_or_follow)),
                 ]
                 if s.kubelet.csr:
                     loops.append(group.create_task(supervise("kubelet-serving-cert", self._kubelet_via_csr)))
@@ -126,12 +152,13 @@ class Service:
         """Reviews for the kubelet API (anonymous only if configured) and the admin API (never)."""
         k = self.settings.kubelet
         return Authenticator(
-            self.kube,
+            self.reviewer,
             self.settings.node.name,
             anonymous=anonymous,
             token_ttl=k.token_cache_seconds,
             allowed_ttl=k.authorized_cache_seconds,
             denied_ttl=k.unauthorized_cache_seconds,
+            budget=self.reviews,
         )
 
     async def _start_kubelet_api(self) -> None:
@@ -222,9 +249,9 @@ class Service:
         if not s.leader_election.enabled:
             await self._act()
             return
-        assert self.kube is not None
+        assert self.heartbeat is not None
         elector = LeaderElector(
-            self.kube,
+            self.heartbeat,
             s.leader_election.namespace,
             s.leader_election.lease_name or f"vkprovider-{s.node.name}",
             s.leader_election.identity,
@@ -259,5 +286,7 @@ class Service:
         for provider in self.providers.values():
             with contextlib.suppress(Exception):
                 await provider.close()
-        if self.kube is not None:
-            await self.kube.close()
+        for kube in (self.kube, self.heartbeat, self.reviewer):
+            if kube is not None:
+                with contextlib.suppress(Exception):
+                    await kube.close()

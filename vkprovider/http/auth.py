@@ -12,6 +12,9 @@ A request passes if any of its attributes is allowed.
 Both reviews are cached briefly (the kubelet's defaults: tokens 2 min, allowed 5 min, denied
 30 s), keyed by a hash of the token, never the token itself; nothing here logs a token.
 No credentials → 401 (unless anonymous access is explicitly enabled); not allowed → 403.
+Reviews in flight are bounded and coalesced per token hash (:mod:`vkprovider.http.reviews`):
+past the bound a request gets 429 with ``Retry-After`` at once, so a flood of random tokens
+costs a bounded queue, not the process's memory or the apiserver's attention.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import ipaddress
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +31,7 @@ from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vkprovider.http.reviews import Busy, ReviewBudget
 from vkprovider.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
@@ -60,11 +65,13 @@ class User:
 
 
 class Denied(Exception):
-    """A request that is not let through: ``status`` 401 or 403, with a message for the caller."""
+    """A request that is not let through: ``status`` 401, 403 or 429 (too many reviews in flight,
+    with ``retry_after`` seconds), with a message for the caller."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
 
 
 def is_loopback_bind(host: str) -> bool:
@@ -140,8 +147,11 @@ class Authenticator:
         allowed_ttl: float = 300.0,
         denied_ttl: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        budget: ReviewBudget | None = None,
     ) -> None:
         self._reviewer = reviewer
+        #: reviews in flight, bounded and coalesced (share one between the APIs of a process)
+        self.budget = budget or ReviewBudget()
         self.node_name = node_name
         self.anonymous = anonymous
         self._token_ttl, self._allowed_ttl, self._denied_ttl = token_ttl, allowed_ttl, denied_ttl
@@ -170,7 +180,9 @@ class Authenticator:
                 return cached
             raise Denied(401, "Unauthorized: the bearer token was rejected")
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-        status = (await self._review("/apis/authentication.k8s.io/v1/tokenreviews", body)).get("status", {})
+        status = (await self._review("/apis/authentication.k8s.io/v1/tokenreviews", body, key)).get(
+            "status", {}
+        )
         if not status.get("authenticated"):
             self._tokens.put(key, False, self._denied_ttl)
             raise Denied(401, "Unauthorized: the bearer token was rejected")
@@ -221,23 +233,43 @@ class Authenticator:
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra.items()}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-        status = (await self._review("/apis/authorization.k8s.io/v1/subjectaccessreviews", body)).get(
-            "status", {}
-        )
+        status = (
+            await self._review(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                body,
+                hashlib.sha256(key.encode()).hexdigest(),
+            )
+        ).get("status", {})
         decision = (bool(status.get("allowed")), str(status.get("reason", "")))
         self._decisions.put(key, decision, self._allowed_ttl if decision[0] else self._denied_ttl)
         return decision
 
-    async def _review(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self._reviewer is None:
+    async def _review(self, path: str, body: dict[str, Any], key: str) -> dict[str, Any]:
+        """One review under the budget; ``key`` (a hash, never the token) coalesces equal ones.
+
+        A failed review answers the caller with a generic message: who may be unauthenticated
+        learns neither the apiserver's address nor the transport error (they go to the log)."""
+        reviewer = self._reviewer
+        if reviewer is None:
             raise Denied(401, "Unauthorized: no API client to review credentials with")
-        self.reviews += 1
+        kind = path.rsplit("/", 1)[-1]
+
+        async def call() -> Any:
+            self.reviews += 1
+            return await reviewer.request("POST", path, body=body)
+
         try:
-            result = await self._reviewer.request("POST", path, body=body)
-        except KubeError as exc:  # the API down or our RBAC short: a clear answer, nothing cached
-            log.warning("%s failed: %s", path.rsplit("/", 1)[-1], exc)
+            result = await self.budget.review(f"{kind}:{key}", call)
+        except Busy as exc:
             raise Denied(
-                401 if "tokenreviews" in path else 403, f"could not review the request: {exc}"
+                429,
+                "Too many requests: credential reviews are busy; retry later",
+                retry_after=exc.retry_after,
+            ) from None
+        except KubeError as exc:  # the API down or our RBAC short: a clear answer, nothing cached
+            log.warning("%s failed: %s", kind, exc)
+            raise Denied(
+                401 if kind == "tokenreviews" else 403, "could not review the request; try again later"
             ) from None
         return result if isinstance(result, dict) else {}
 
@@ -292,16 +324,20 @@ class AuthMiddleware:
             verb, subresources = self.attributes(scope["method"], scope["path"])
             await self.auth.authorize(user, verb, subresources, scope["path"])
         except Denied as exc:
-            await _plain(send, exc.status, str(exc))
+            await _plain(send, exc.status, str(exc), retry_after=exc.retry_after)
             return
         state["user"] = user
         await self.app(scope, receive, send)
 
 
-async def _plain(send: Callable[[Any], Awaitable[None]], status: int, text: str) -> None:
+async def _plain(
+    send: Callable[[Any], Awaitable[None]], status: int, text: str, *, retry_after: float | None = None
+) -> None:
     body = (text + "\n").encode()
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="kubelet"'))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(max(1, math.ceil(retry_after))).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -10,6 +10,7 @@ proxy environment is read once at start-up (``transport``), not on every request
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import logging
@@ -36,10 +37,11 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 class KubeClient:
     """A thin, rate-limited JSON client; one per process."""
 
-    def __init__(self, api: client.ApiClient, *, qps: float = 50.0, burst: int = 100) -> None:
+    def __init__(self, api: client.ApiClient, *, qps: float | None = 50.0, burst: int = 100) -> None:
         settle_environment(api)
         self._api = api
-        self._limiter = TokenBucket(qps, burst)
+        #: None: unthrottled (the heartbeat sibling, whose few calls must never queue)
+        self._limiter = None if qps is None else TokenBucket(qps, burst)
         #: answers by (verb, resource, HTTP status; 0 = no answer: connection error, timeout), a
         #: plain dict increment per request that ``/metrics`` exports as a counter at scrape time
         self.responses: Counter[tuple[str, str, int]] = Counter()
@@ -66,6 +68,18 @@ class KubeClient:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(configuration), qps=qps, burst=burst)
 
+    def sibling(self, *, pool: int, qps: float | None = None, burst: int = 1) -> KubeClient:
+        """A client with this one's apiserver, TLS and credentials but its own connection pool
+        (``pool`` connections) and its own limiter (``qps`` None: none at all).
+
+        The kubelet renews its heartbeat through such a client: the node Lease, node status and
+        the leader-election Lease must not queue behind pod status writes, Events or a flood of
+        TokenReviews in the shared limiter or the shared pool, or the node goes NotReady (and
+        the leader loses its Lease) exactly when the process is busiest. Close it separately."""
+        configuration = copy.deepcopy(self._api.configuration)
+        configuration.connection_pool_maxsize = pool
+        return KubeClient(client.ApiClient(configuration), qps=qps, burst=burst)
+
     async def close(self) -> None:
         await self._api.close()
 
@@ -89,9 +103,12 @@ class KubeClient:
         try:
             with _transport_errors(method, path):
                 raw = await resp.read()
+                # Decoded inside the mapping: a 2xx whose body is not JSON (a proxy's HTML page,
+                # a body cut short) is a transport failure like any other, never a raw
+                # JSONDecodeError escaping to callers that retry on ``KubeError``.
+                return json.loads(raw) if raw and decode else None
         finally:
             resp.release()
-        return json.loads(raw) if raw and decode else None
 
     async def stream(
         self, path: str, *, query: Mapping[str, Any] | None = None, timeout: float = 330.0
@@ -128,7 +145,8 @@ class KubeClient:
         """One request on kubernetes_asyncio's session, TLS and credentials, but not its
         ``call_api``: that walks every body recursively to "sanitize" it and re-encodes headers
         on each call, a third of the client's CPU per request, for bodies that are plain JSON."""
-        await self._limiter.acquire()
+        if self._limiter is not None:
+            await self._limiter.acquire()
         verb = "WATCH" if query and query.get("watch") == "true" else method
         resource = resource_of(path)
         api, rest = self._api, self._api.rest_client

@@ -10,7 +10,10 @@ Two replicas of the service share one Lease; only the holder acts. The rules are
 * the leader renews every ``retry_period``; if no renewal succeeds for ``renew_deadline`` (or it
   sees another holder), it stops leading at once: ``lead()`` is cancelled *before* anyone else
   can take over (``renew_deadline < lease_duration``);
-* on shutdown the leader releases (empty holder), so a successor need not wait for expiry.
+* on shutdown the leader releases (empty holder), so a successor need not wait for expiry;
+* every failure of a Lease read or write (not only ``KubeError``: an answer of the wrong shape
+  too) is one failed attempt, logged and retried; only ``lead()``'s own failure or cancellation
+  ends ``run()``, and the service runs it supervised (``vkprovider.tasks``).
 
 After losing leadership the elector becomes a candidate again and calls ``lead()`` anew when it
 wins, so ``lead`` must be safe to start more than once.
@@ -30,7 +33,7 @@ from typing import Any
 
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
-from vkprovider.kube.errors import KubeConflict, KubeError
+from vkprovider.kube.errors import KubeConflict
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +105,10 @@ class LeaderElector:
                     self._leading = True
                     log.info("became leader", extra={"lease": self.name, "identity": self.identity})
                     return
-            except KubeError as exc:
-                log.warning("leader election: %s", exc, extra={"lease": self.name})
+            except Exception as exc:  # any failure (an odd answer, a bug) is one failed try
+                # Not only ``KubeError``: an answer of the wrong shape must not end the campaign
+                # (and with it the service); cancellation is a BaseException and still ends it.
+                log.warning("leader election: %s: %s", type(exc).__name__, exc, extra={"lease": self.name})
             await asyncio.sleep(self.retry_period * (1.0 + 0.2 * random.random()))
 
     async def _lead(self, lead: Callable[[], Awaitable[None]]) -> bool:
@@ -137,8 +142,10 @@ class LeaderElector:
             try:
                 async with asyncio.timeout(max(left, 0.001)):
                     ok = await self._try_acquire_or_renew()
-            except (KubeError, TimeoutError) as exc:
-                log.warning("lease renewal failed: %s", exc, extra={"lease": self.name})
+            except Exception as exc:  # a failed renewal, whatever failed
+                log.warning(
+                    "lease renewal failed: %s: %s", type(exc).__name__, exc, extra={"lease": self.name}
+                )
             if ok:
                 last_ok = time.monotonic()
             elif (
@@ -228,7 +235,7 @@ class LeaderElector:
                 else:
                     raise KubeConflict(409, "the Lease kept changing while it was being released")
             log.info("released leadership", extra={"lease": self.name, "identity": self.identity})
-        except (KubeError, TimeoutError) as exc:  # the Lease will simply expire
+        except Exception as exc:  # the Lease will simply expire
             log.warning("could not release leadership: %s", exc, extra={"lease": self.name})
 
     @staticmethod

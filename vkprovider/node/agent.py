@@ -60,11 +60,16 @@ class NodeAgent:
         probe_timeout: float = 5.0,
         retry_seconds: float = 1.0,
         pods: PodSource | None = None,
+        heartbeat: KubeClient | None = None,
     ) -> None:
         self.config = node_config
         self.placer = placer
-        self.node = NodeObject(kube, node_config)
-        self.lease = NodeLease(kube, node_config.name, duration_seconds=node_config.lease_duration_seconds)
+        # The Node and its Lease go through ``heartbeat`` when given (the service's unthrottled
+        # sibling client, ``KubeClient.sibling``), Events through ``kube``: a heartbeat must
+        # never wait behind pod traffic or authentication reviews.
+        beat = heartbeat or kube
+        self.node = NodeObject(beat, node_config)
+        self.lease = NodeLease(beat, node_config.name, duration_seconds=node_config.lease_duration_seconds)
         self.prober = Prober(providers, placer.health, timeout=probe_timeout)
         self.events = NodeEvents(kube, node_config.name)
         self._pods = pods
