@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["bench_placement.py", "bench_grpc.py", "bench_kube_client.py", "bench_pods.py"]
+BENCHES = ["bench_placement.py", "bench_grpc.py", "bench_kube_client.py", "bench_pods.py", "bench_attack.py"]
 
 
 def main() -> int:
