@@ -28,6 +28,7 @@ from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.pacing import RefusalPacer
 from vkprovider.http.reviews import ReviewBudget
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
@@ -66,6 +67,8 @@ class Service:
     #: TokenReviews and SubjectAccessReviews: own pool and limiter (``kubelet.review_qps``)
     reviewer: KubeClient | None = None
     reviews: ReviewBudget | None = None
+    #: one per process: refusals to a peer are paced across the kubelet and the admin API
+    refusals: RefusalPacer = field(default_factory=RefusalPacer)
     gate: Gate | None = None
 
     def install_signal_handlers(self) -> None:
@@ -159,6 +162,7 @@ class Service:
             allowed_ttl=k.authorized_cache_seconds,
             denied_ttl=k.unauthorized_cache_seconds,
             budget=self.reviews,
+            pacer=self.refusals,
         )
 
     async def _start_kubelet_api(self) -> None:

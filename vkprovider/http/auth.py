@@ -14,7 +14,8 @@ Both reviews are cached briefly (the kubelet's defaults: tokens 2 min, allowed 5
 No credentials → 401 (unless anonymous access is explicitly enabled); not allowed → 403.
 Reviews in flight are bounded and coalesced per token hash (:mod:`vkprovider.http.reviews`):
 past the bound a request gets 429 with ``Retry-After`` at once, so a flood of random tokens
-costs a bounded queue, not the process's memory or the apiserver's attention.
+costs a bounded queue, not the process's memory or the apiserver's attention; a peer that
+keeps being refused (401/429) gets its answers paced (:mod:`vkprovider.http.pacing`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vkprovider.http.pacing import RefusalPacer
 from vkprovider.http.reviews import Busy, ReviewBudget
 from vkprovider.kube.errors import KubeError
 
@@ -148,10 +150,13 @@ class Authenticator:
         denied_ttl: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         budget: ReviewBudget | None = None,
+        pacer: RefusalPacer | None = None,
     ) -> None:
         self._reviewer = reviewer
         #: reviews in flight, bounded and coalesced (share one between the APIs of a process)
         self.budget = budget or ReviewBudget()
+        #: slows the answers to a peer that keeps being refused (401/429)
+        self.pacer = pacer or RefusalPacer()
         self.node_name = node_name
         self.anonymous = anonymous
         self._token_ttl, self._allowed_ttl, self._denied_ttl = token_ttl, allowed_ttl, denied_ttl
@@ -324,6 +329,9 @@ class AuthMiddleware:
             verb, subresources = self.attributes(scope["method"], scope["path"])
             await self.auth.authorize(user, verb, subresources, scope["path"])
         except Denied as exc:
+            client = scope.get("client")
+            if exc.status in (401, 429) and client:
+                await self.auth.pacer.refused(str(client[0]))
             await _plain(send, exc.status, str(exc), retry_after=exc.retry_after)
             return
         state["user"] = user
