@@ -137,7 +137,7 @@ async def one_run(
         await asyncio.sleep(args.warmup)  # the attack under way
         watch = Watch(admin, label)
         await watch.start()
-        names = [f"p-{i:04d}" for i in range(args.pods)]
+        names = [f"{label}-{i:04d}" for i in range(args.pods)]
         limit = asyncio.Semaphore(32)
 
         async def create(name: str) -> None:
