@@ -76,6 +76,7 @@ def test_held_requests_and_stalled_handshakes_are_closed_after_their_timeouts(tm
         max_connections_per_peer=8,
         request_timeout_seconds=1,
         tls_handshake_timeout_seconds=1,
+        keep_alive_timeout_seconds=30,  # longer than the request deadline: the deadline closes first
     ) as child:
         half_sent = _flood(child.port, context, 4)
         silent = [socket.create_connection(("127.0.0.1", child.port)) for _ in range(4)]  # no TLS at all
@@ -87,12 +88,19 @@ def test_held_requests_and_stalled_handshakes_are_closed_after_their_timeouts(tm
                 assert b"request not complete within 1s" in answer
             for raw in silent:
                 assert closed_within(raw, 60) is not None
-            # every slot was released: a complete request is served
+            # every slot was released: a complete request is served, and the idle keep-alive
+            # after it is closed
             tls = hold(child.port, context)
             assert tls is not None
             tls.sendall(b"\r\n\r\n")
             answer = closed_within(tls, 60) or b""
-            assert answer.startswith(b"HTTP/1.1 401"), answer  # answered (no valid credentials)
+            assert answer.startswith(b"HTTP/1.1 401") and answer.count(b"HTTP/1.1") == 1, answer
+            # a keep-alive connection that starts its next request and stalls gets the deadline too
+            tls = hold(child.port, context)
+            assert tls is not None
+            tls.sendall(b"\r\n\r\nGET /pods HTTP/1.1\r\nHost: vk\r\n")
+            answer = closed_within(tls, 60) or b""
+            assert answer.startswith(b"HTTP/1.1 401") and b"HTTP/1.1 408" in answer, answer
         finally:
             for sock in [*half_sent, *silent]:
                 sock.close()

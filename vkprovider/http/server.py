@@ -89,13 +89,14 @@ class _BoundedH11(H11Protocol):
         self._deadline = None
         if self.transport.is_closing() or self.conn.their_state in (h11.DONE, h11.MUST_CLOSE):
             return
-        if self.cycle is None or not self.cycle.response_started:
+        started = self.conn.their_state is not h11.IDLE or bool(self.conn.trailing_data[0])
+        if started and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # begun, not answered
             text = f"request not complete within {self.request_timeout:g}s\n".encode()
             self.transport.write(
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
                 b"connection: close\r\ncontent-length: " + str(len(text)).encode() + b"\r\n\r\n" + text
             )
-        if self.cycle is not None:
+        if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
         self.transport.close()
@@ -110,6 +111,7 @@ class _Admission(asyncio.Protocol):
     def __init__(self, server: AsgiServer, http: _BoundedH11) -> None:
         self._server, self._http = server, http
         self._peer: str | None = None  # set while the connection holds a slot
+        self._plain: asyncio.Transport | None = None
         self._attached = False
         self._early: list[bytes] = []
         self._handshake: asyncio.Task[None] | None = None
@@ -121,7 +123,7 @@ class _Admission(asyncio.Protocol):
         if not self._server.connections.admit(peer):
             plain.abort()
             return
-        self._peer = peer
+        self._peer, self._plain = peer, plain
         self._server.admitted.add(self)
         if self._server.ssl_context is None:
             self._attach(plain)
@@ -165,9 +167,11 @@ class _Admission(asyncio.Protocol):
             self._peer = None
 
     def abort(self) -> None:
-        """Server shutdown: a connection still in its handshake is not waited for."""
+        """Server shutdown: a connection still open after the graceful part is not waited for."""
         if self._handshake is not None and not self._handshake.done():
             self._handshake.cancel()
+        if self._plain is not None:
+            self._plain.abort()  # the TCP connection under TLS too: no close_notify to wait for
 
     def data_received(self, data: bytes) -> None:
         if self._attached:
