@@ -6,7 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["bench_placement.py", "bench_grpc.py", "bench_kube_client.py", "bench_pods.py"]
+BENCHES = [
+    "bench_placement.py",
+    "bench_grpc.py",
+    "bench_kube_client.py",
+    "bench_pods.py",
+    "bench_held_connections.py",
+]
 
 
 def main() -> int:
