@@ -36,7 +36,9 @@ UNBOUNDED = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--attack", choices=["halfsent"], default="halfsent")
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--sources", type=int, default=8, help="loopback source addresses 127.0.0.1..N")
@@ -60,7 +62,9 @@ def main() -> None:
         flood_seconds = time.monotonic() - started
         under = child.rss_kib()
         open_now = sum(still_open(s) for s in held)
-        print(f"attack: {args.attack}, caps {args.caps}, {args.connections} attempts from {args.sources} addresses")
+        print(
+            f"attack: {args.attack}, caps {args.caps}, {args.connections} attempts from {args.sources} addresses"
+        )
         print(f"  flood took {flood_seconds:.1f} s; held {len(held)}, refused {args.connections - len(held)}")
         print(f"  open after the flood: {open_now}")
         print(f"  server RSS before: {before / MIB:.1f} MiB")
