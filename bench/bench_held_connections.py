@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.security.attack import client_context, hold, kubelet_child, still_open  # noqa: E402
+from tests.security.attack import client_context, hold, kubelet_child, raise_fd_limit, still_open  # noqa: E402
 
 MIB = 1024  # kB per MiB (/proc/<pid>/status counts kB)
 UNBOUNDED = {
@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--request-timeout", type=float, default=15.0, help="seconds (the default limit)")
     args = parser.parse_args()
     limits = UNBOUNDED if args.caps == "off" else {"request_timeout_seconds": args.request_timeout}
+    raise_fd_limit(args.connections + 1024)
     context = client_context()
     with tempfile.TemporaryDirectory() as directory, kubelet_child(Path(directory), **limits) as child:
         warm = hold(child.port, context)

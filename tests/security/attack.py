@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
 import ssl
 import subprocess
@@ -63,6 +64,14 @@ def kubelet_child(directory: Path, **limits: float) -> Iterator[Child]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def raise_fd_limit(wanted: int = 8192) -> None:
+    """Room for thousands of client sockets (the soft limit is often 1024); the child inherits it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def client_context() -> ssl.SSLContext:

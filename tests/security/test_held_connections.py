@@ -13,7 +13,14 @@ import socket
 import ssl
 from pathlib import Path
 
-from tests.security.attack import client_context, closed_within, hold, kubelet_child, still_open
+from tests.security.attack import (
+    client_context,
+    closed_within,
+    hold,
+    kubelet_child,
+    raise_fd_limit,
+    still_open,
+)
 
 MIB = 1024
 
@@ -30,6 +37,7 @@ def _flood(
 
 
 def test_rss_stays_bounded_under_two_thousand_half_sent_requests(tmp_path: Path) -> None:
+    raise_fd_limit()
     context = client_context()
     # The default caps; a long request timeout so that no slot frees up during the flood.
     with kubelet_child(tmp_path, request_timeout_seconds=600) as child:

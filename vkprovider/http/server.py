@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 #: After a timed-out request's 408 the peer gets this long to take it before the connection is aborted.
 _CLOSE_GRACE_SECONDS = 1.0
+_REFUSAL_LOG_SECONDS = 60.0
 
 
 class _NoSignals(uvicorn.Server):
@@ -122,6 +123,7 @@ class _Admission(asyncio.Protocol):
         plain = cast(asyncio.Transport, transport)
         if not self._server.connections.admit(peer):
             plain.abort()
+            self._server.note_refused(peer)
             return
         self._peer, self._plain = peer, plain
         self._server.admitted.add(self)
@@ -242,6 +244,27 @@ class AsgiServer:
         )
         self._server = _NoSignals(config)
         self._task: asyncio.Task[None] | None = None
+        self._refusals_logged_at = -_REFUSAL_LOG_SECONDS
+
+    def note_refused(self, peer: str) -> None:
+        """One warning a minute at most while connections are refused at the caps (a flood
+        must not also flood the log)."""
+        now = asyncio.get_running_loop().time()
+        if now - self._refusals_logged_at < _REFUSAL_LOG_SECONDS:
+            return
+        self._refusals_logged_at = now
+        counter = self.connections
+        log.warning(
+            "%s: connection from %s refused: %d open (cap %d), %d from that address (cap %d); "
+            "%d refused since start",
+            self.url,
+            peer,
+            counter.open,
+            self.limits.max_connections,
+            counter.by_peer[peer],
+            self.limits.max_connections_per_peer,
+            counter.refused,
+        )
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
