@@ -110,5 +110,6 @@ def test_held_requests_and_stalled_handshakes_are_closed_after_their_timeouts(tm
             answer = closed_within(tls, 60) or b""
             assert answer.startswith(b"HTTP/1.1 401") and b"HTTP/1.1 408" in answer, answer
         finally:
-            for sock in [*half_sent, *silent]:
-                sock.close()
+            every: list[socket.socket] = [*half_sent, *silent]
+            for each in every:
+                each.close()
