@@ -214,6 +214,17 @@ async def test_secrets_are_forgotten_after_delete_once_the_deployment_is_gone() 
     await provider.inner.delete("uid-1")  # gone behind the guard's back
     with pytest.raises(NotFound):
         await provider.get("uid-1")
+    assert len(provider.secrets) == 1
+    await provider.list("vk")
+    assert len(provider.secrets) == 0
+
+
+async def test_a_refused_deploy_is_forgotten_after_the_next_list() -> None:
+    provider = guarded("invalid")
+    with pytest.raises(InvalidRequest):
+        await provider.deploy(request())
+    assert len(provider.secrets) == 1
+    await provider.list("vk")
     assert len(provider.secrets) == 0
 
 

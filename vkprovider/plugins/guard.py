@@ -42,6 +42,8 @@ T = TypeVar("T")
 #: Largest accepted serialized status/info/offer and log chunk (gRPC's default message limit).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LOG_CHUNK_BYTES = 1024 * 1024
+#: deploy errors after which the provider holds nothing of the pod (its secrets can be retired)
+_NOTHING_CREATED = frozenset({"InvalidRequest", "NoCapacity", "QuotaOrBilling"})
 
 
 class AdapterBug(Exception):
@@ -201,7 +203,12 @@ class GuardedProvider:
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
         self.secrets.remember(request)  # first: an error of this very call may echo them
-        status = await self._call("deploy", self.inner.deploy(request), request.uid)
+        try:
+            status = await self._call("deploy", self.inner.deploy(request), request.uid)
+        except ProviderError as exc:
+            if exc.code in _NOTHING_CREATED:  # kept until a list shows nothing of it either
+                self.secrets.retire(request.uid)
+            raise
         return self._checked("deploy", status, uid=request.uid)
 
     async def get(self, uid: str) -> DeploymentStatus:
@@ -209,7 +216,7 @@ class GuardedProvider:
             status = await self._call("get", self.inner.get(uid), uid)
         except ProviderError as exc:
             if exc.code == "NotFound":
-                self.secrets.forget(uid)
+                self.secrets.retire(uid)
             raise
         return self._checked("get", status, uid=uid)
 

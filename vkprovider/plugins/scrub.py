@@ -79,8 +79,10 @@ _NOTHING = Scrubber(())
 class SecretBook:
     """One provider's scrubbers, by pod UID (the guard remembers a request when it deploys it).
 
-    A UID is forgotten once its deployment is deleted *and* a later list no longer returns it
-    (a deleting deployment may still report a message), or when ``get`` says it is gone."""
+    A UID is *retired* when its deployment is deleted, ``get`` says it is gone, or a deploy was
+    refused outright, and forgotten once a later list no longer returns it (a deleting
+    deployment may still report a message; a redeploy remembers it again). Memory is one entry
+    per pod the provider holds, plus the retired ones until the next list."""
 
     def __init__(self) -> None:
         self._values: dict[str, set[bytes]] = {}
