@@ -178,6 +178,21 @@ class HttpConfig(_Section):
         return self
 
 
+class KubeletLogsConfig(_Section):
+    """Bounds on ``kubectl logs`` streams (``kubelet.logs``): anyone with ``pods/log`` can open
+    follow streams, each holding a connection to the pod's provider (docs/kubelet-api.md)."""
+
+    max_follow_per_pod: int = Field(default=10, ge=1, description="concurrent follow streams per pod")
+    max_follow_per_provider: int = Field(
+        default=50, ge=1, description="concurrent follow streams per provider (429 beyond)"
+    )
+    max_stream_seconds: float = Field(default=3600.0, gt=0, description="any log stream ends after this")
+    idle_timeout_seconds: float = Field(
+        default=900.0, gt=0, description="a stream without a byte from the provider this long ends"
+    )
+    retry_after_seconds: int = Field(default=10, ge=1, description="Retry-After of the 429")
+
+
 class KubeletConfig(_Section):
     """The kubelet API: TLS on ``node.kubelet_port`` (logs, pods, stats, metrics for the apiserver
     and metrics-server). Served when ``tls_cert_file`` and ``tls_key_file`` are set, or ``csr``."""
@@ -199,6 +214,7 @@ class KubeletConfig(_Section):
         description="obtain (and renew) the serving cert with a kubernetes.io/kubelet-serving CSR",
     )
     cert_dir: str = Field(default="", description="where a CSR-issued key and cert are written")
+    logs: KubeletLogsConfig = KubeletLogsConfig()
 
     @model_validator(mode="after")
     def _pair(self) -> KubeletConfig:
