@@ -204,6 +204,20 @@ def _check_pair(section: _Paired, *files: str) -> _Paired:
             raise FieldProblem.one(name, f"{path}: no such file")
     return section
 
+class KubeletLogsConfig(_Section):
+    """Bounds on ``kubectl logs`` streams (``kubelet.logs``): anyone with ``pods/log`` can open
+    follow streams, each holding a connection to the pod's provider (docs/kubelet-api.md)."""
+
+    max_follow_per_pod: int = Field(default=10, ge=1, description="concurrent follow streams per pod")
+    max_follow_per_provider: int = Field(
+        default=50, ge=1, description="concurrent follow streams per provider (429 beyond)"
+    )
+    max_stream_seconds: float = Field(default=3600.0, gt=0, description="any log stream ends after this")
+    idle_timeout_seconds: float = Field(
+        default=900.0, gt=0, description="a stream without a byte from the provider this long ends"
+    )
+    retry_after_seconds: int = Field(default=10, ge=1, description="Retry-After of the 429")
+
 
 class KubeletConfig(_Section):
     """The kubelet API: TLS on ``node.kubelet_port`` (logs, pods, stats, metrics for the apiserver
@@ -227,6 +241,8 @@ class KubeletConfig(_Section):
     )
     cert_dir: str = Field(default="", description="where a CSR-issued key and cert are written")
     limits: ServerLimits = ServerLimits()
+
+    logs: KubeletLogsConfig = KubeletLogsConfig()
 
     @model_validator(mode="after")
     def _pair(self) -> KubeletConfig:

@@ -28,6 +28,7 @@ from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.log_caps import LogStreamCaps
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
@@ -171,7 +172,11 @@ class Service:
             )
         try:
             self.kubelet = AsgiServer(
-                create_kubelet_app(self.controller, self._authenticator(anonymous=s.kubelet.anonymous)),
+                create_kubelet_app(
+                    self.controller,
+                    self._authenticator(anonymous=s.kubelet.anonymous),
+                    LogStreamCaps(**s.kubelet.logs.model_dump()),
+                ),
                 host,
                 s.node.kubelet_port,
                 ssl_context=tls,
