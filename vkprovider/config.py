@@ -204,6 +204,7 @@ def _check_pair(section: _Paired, *files: str) -> _Paired:
             raise FieldProblem.one(name, f"{path}: no such file")
     return section
 
+
 class KubeletLogsConfig(_Section):
     """Bounds on ``kubectl logs`` streams (``kubelet.logs``): anyone with ``pods/log`` can open
     follow streams, each holding a connection to the pod's provider (docs/kubelet-api.md)."""
