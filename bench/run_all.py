@@ -6,7 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["bench_placement.py", "bench_grpc.py", "bench_kube_client.py", "bench_pods.py", "bench_attack.py"]
+BENCHES = [
+    "bench_placement.py",
+    "bench_grpc.py",
+    "bench_kube_client.py",
+    "bench_pods.py",
+    "bench_held_connections.py",
+    "bench_attack.py",
+]
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import (
@@ -31,6 +31,7 @@ from pydantic_settings import EnvSettingsSource, SettingsError
 from vkprovider import config_source
 from vkprovider.errors import ConfigError
 from vkprovider.gate.config import GateConfig
+from vkprovider.http.limits import AdminServerLimits, ServerLimits
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.preflight import (
     FieldProblem,
@@ -162,8 +163,19 @@ class LeaderElectionConfig(_Section):
 
 
 class HttpConfig(_Section):
+    """The admin API. Off loopback it serves TLS when ``tls_cert_file``/``tls_key_file`` are set;
+    without them it refuses bearer tokens from peers other than this host (plain HTTP would
+    carry them, full apiserver credentials, in clear text)."""
+
     admin_host: str = "127.0.0.1"
     admin_port: int = Field(default=10255, ge=0, le=65535)
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    limits: AdminServerLimits = AdminServerLimits()
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpConfig:
+        return _check_pair(self)
 
     @model_validator(mode="after")
     def _free(self, info: ValidationInfo) -> HttpConfig:
@@ -176,6 +188,36 @@ class HttpConfig(_Section):
             if problem is not None:
                 raise FieldProblem.one("admin_port", problem)
         return self
+
+
+_Paired = TypeVar("_Paired", "HttpConfig", "KubeletConfig")
+
+
+def _check_pair(section: _Paired, *files: str) -> _Paired:
+    """A serving certificate and its key come together, and every file named exists."""
+    if bool(section.tls_cert_file) != bool(section.tls_key_file):
+        missing = "tls_key_file" if section.tls_cert_file else "tls_cert_file"
+        raise FieldProblem.one(missing, "tls_cert_file and tls_key_file are set together")
+    for name in ("tls_cert_file", "tls_key_file", *files):
+        path = getattr(section, name)
+        if path and not os.path.isfile(path):
+            raise FieldProblem.one(name, f"{path}: no such file")
+    return section
+
+
+class KubeletLogsConfig(_Section):
+    """Bounds on ``kubectl logs`` streams (``kubelet.logs``): anyone with ``pods/log`` can open
+    follow streams, each holding a connection to the pod's provider (docs/kubelet-api.md)."""
+
+    max_follow_per_pod: int = Field(default=10, ge=1, description="concurrent follow streams per pod")
+    max_follow_per_provider: int = Field(
+        default=50, ge=1, description="concurrent follow streams per provider (429 beyond)"
+    )
+    max_stream_seconds: float = Field(default=3600.0, gt=0, description="any log stream ends after this")
+    idle_timeout_seconds: float = Field(
+        default=900.0, gt=0, description="a stream without a byte from the provider this long ends"
+    )
+    retry_after_seconds: int = Field(default=10, ge=1, description="Retry-After of the 429")
 
 
 class KubeletConfig(_Section):
@@ -206,19 +248,15 @@ class KubeletConfig(_Section):
         description="obtain (and renew) the serving cert with a kubernetes.io/kubelet-serving CSR",
     )
     cert_dir: str = Field(default="", description="where a CSR-issued key and cert are written")
+    limits: ServerLimits = ServerLimits()
+
+    logs: KubeletLogsConfig = KubeletLogsConfig()
 
     @model_validator(mode="after")
     def _pair(self) -> KubeletConfig:
         if self.csr and self.tls_cert_file:
             raise FieldProblem.one("csr", "set either tls_cert_file/tls_key_file or csr, not both")
-        if bool(self.tls_cert_file) != bool(self.tls_key_file):
-            missing = "tls_key_file" if self.tls_cert_file else "tls_cert_file"
-            raise FieldProblem.one(missing, "tls_cert_file and tls_key_file are set together")
-        for name in ("tls_cert_file", "tls_key_file", "client_ca_file"):
-            path = getattr(self, name)
-            if path and not os.path.isfile(path):
-                raise FieldProblem.one(name, f"{path}: no such file")
-        return self
+        return _check_pair(self, "client_ca_file")
 
     @property
     def enabled(self) -> bool:

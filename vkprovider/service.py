@@ -28,6 +28,7 @@ from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
 from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.log_caps import LogStreamCaps
 from vkprovider.http.pacing import RefusalPacer
 from vkprovider.http.reviews import ReviewBudget
 from vkprovider.http.server import AsgiServer
@@ -121,12 +122,19 @@ class Service:
             )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()
+                admin_tls = (
+                    server_tls(s.http.tls_cert_file, s.http.tls_key_file, None)
+                    if s.http.tls_cert_file and s.http.tls_key_file
+                    else None
+                )
                 self.admin = AsgiServer(
                     create_admin_app(
                         self.placer, self.controller, self.node, gate=self.gate, auth=admin_auth
                     ),
                     s.http.admin_host,
                     s.http.admin_port,
+                    ssl_context=admin_tls,
+                    limits=s.http.limits,
                 )
             except OSError as exc:  # taken since the start-up check: still a config problem
                 raise ConfigError(
@@ -134,6 +142,12 @@ class Service:
                 ) from None
             await self.admin.start()
             log.info("admin API on %s%s", self.admin.url, " (authenticated views)" if admin_auth else "")
+            if admin_auth is not None and admin_tls is None:
+                log.warning(
+                    "admin API on %s without TLS: bearer tokens from other hosts are refused (they would "
+                    "travel in clear text); set http.tls_cert_file and http.tls_key_file to accept them",
+                    s.http.admin_host,
+                )
             await self._start_kubelet_api()
             async with asyncio.TaskGroup() as group:
                 loops = [
@@ -181,12 +195,23 @@ class Service:
         s = self.settings
         assert self.controller is not None
         host = s.kubelet.bind_host or s.node.internal_ip
+        if not s.kubelet.client_ca_file:
+            log.warning(
+                "kubelet API without kubelet.client_ca_file: client certificates are not verified, so the "
+                "apiserver's kubelet client is refused unless it sends a bearer token, and every caller "
+                "costs a TokenReview; set kubelet.client_ca_file to the CA of the apiserver's kubelet client"
+            )
         try:
             self.kubelet = AsgiServer(
-                create_kubelet_app(self.controller, self._authenticator(anonymous=s.kubelet.anonymous)),
+                create_kubelet_app(
+                    self.controller,
+                    self._authenticator(anonymous=s.kubelet.anonymous),
+                    LogStreamCaps(**s.kubelet.logs.model_dump()),
+                ),
                 host,
                 s.node.kubelet_port,
                 ssl_context=tls,
+                limits=s.kubelet.limits,
             )
         except OSError as exc:
             raise ConfigError(f"node.kubelet_port: {host}:{s.node.kubelet_port}: {exc}") from None

@@ -44,6 +44,9 @@ class Knobs(_Strict):
     ambiguous_status: int = Field(default=500, ge=500, le=599)
     outage: bool = False
     billing_error: bool = False
+    echo_input: bool = Field(
+        default=False, description="refuse creates (422), quoting the request's env, files and credentials"
+    )
     paths: list[str] = Field(default=[], description="path prefixes chaos applies to; empty = all API")
     methods: list[str] = Field(default=[], description="HTTP methods chaos applies to; empty = all")
 

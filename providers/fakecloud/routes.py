@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -11,6 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import ValidationError
+
+from vkprovider.plugins.api import DeploymentRequest
 
 from .lifecycle import log_lines
 from .state import ApiError, Deployment, Store
@@ -33,6 +36,15 @@ def _selector(raw: str | None) -> dict[str, str]:
         return parse_selector(raw)
     except ValueError as exc:
         raise ApiError(400, "InvalidRequest", str(exc)) from None
+
+
+def _echo(request: DeploymentRequest) -> str:
+    """What a careless cloud answers: the request's values quoted back (``echo_input`` knob), so
+    tests can prove the service keeps secret values out of what it shows."""
+    env = [f"{e.name}={e.value}" for c in request.containers for e in c.env]
+    files = [f"{f.path}={base64.b64encode(f.content).decode()}" for c in request.containers for f in c.files]
+    creds = [f"{r.username}:{r.password}@{r.server}" for r in request.registry_credentials]
+    return f"refused: env {' '.join(env)}; files {' '.join(files)}; registry {' '.join(creds)}"
 
 
 @api_router.get("/health")
@@ -71,6 +83,8 @@ async def create(request: Request) -> JSONResponse:
         raise ApiError(422, "InvalidRequest", f"request: {exc}") from None
     if not deployment_request.containers:
         raise ApiError(422, "InvalidRequest", "request.containers: at least one container is required")
+    if store.knobs.echo_input:
+        raise ApiError(422, "InvalidRequest", _echo(deployment_request))
     deployment, created = store.create(deployment_request, labels)
     return JSONResponse(_status_json(store, deployment), status_code=201 if created else 200)
 

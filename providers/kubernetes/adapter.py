@@ -51,6 +51,7 @@ class KubernetesProvider:
             qps=settings.qps,
             burst=settings.burst,
             timeout=settings.request_timeout_seconds,
+            log_max_connections=settings.log_max_connections,
         )
         self._namespace_ready = not settings.create_namespace
         self._deploy_locks = UidLocks()

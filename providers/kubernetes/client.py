@@ -9,6 +9,7 @@ bucket first (``qps``/``burst``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
 import json
 import logging
@@ -23,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from vkprovider.plugins.api import (
+    DEFAULT_LOG_STREAM_CONNECTIONS,
     InvalidRequest,
     NotFound,
     ProviderError,
@@ -115,18 +117,23 @@ class RemoteCluster:
         qps: float,
         burst: int,
         timeout: float,
+        log_max_connections: int = DEFAULT_LOG_STREAM_CONNECTIONS,
     ) -> None:
         self._provider = provider
+        self._log_max_connections = log_max_connections
         self._kubeconfig = kubeconfig
         self._context = context
         self._timeout = timeout
         self._bucket = TokenBucket(qps, burst)
         self._api: k8s.ApiClient | None = None
+        #: Log streams' own client and connection pool: a ``follow`` holds its connection for as
+        #: long as the reader stays, and must never take one that reads, creates or deletes need.
+        self._logs_api: k8s.ApiClient | None = None
         self._connect_lock = asyncio.Lock()
 
-    async def _core(self) -> Any:
+    async def _core(self, *, logs: bool = False) -> Any:
         async with self._connect_lock:
-            if self._api is None:
+            if self._api is None or self._logs_api is None:
                 configuration = k8s.Configuration()
                 try:
                     await k8s_config.load_kube_config(
@@ -139,17 +146,22 @@ class RemoteCluster:
                         f"kubeconfig {self._kubeconfig} is unusable: {type(exc).__name__}",
                         provider=self._provider,
                     ) from None
+                streams = copy.deepcopy(configuration)
+                streams.connection_pool_maxsize = self._log_max_connections
                 self._api = k8s.ApiClient(configuration)
-            return k8s.CoreV1Api(self._api)
+                self._logs_api = k8s.ApiClient(streams)
+            return k8s.CoreV1Api(self._logs_api if logs else self._api)
 
     async def close(self) -> None:
-        if self._api is not None:
-            await self._api.close()
-            self._api = None
+        for api in (self._api, self._logs_api):
+            if api is not None:
+                await api.close()
+        self._api = self._logs_api = None
 
     async def _send(self, op: Op, call: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run ``call(core)`` (a raw, non-preloaded API call) and return the response object."""
-        core = await self._core()
+        """Run ``call(core)`` (a raw, non-preloaded API call) and return the response object;
+        ``Op.LOGS`` goes over the log-stream client."""
+        core = await self._core(logs=op is Op.LOGS)
         await self._bucket.acquire()
         try:
             return await call(core)

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vkprovider.plugins.api import DEFAULT_LOG_STREAM_CONNECTIONS
+
 
 class KubernetesSettings(BaseModel):
     """Which cluster, where pods go, how hard to hit the API, and how offers are priced."""
@@ -32,6 +34,8 @@ class KubernetesSettings(BaseModel):
     #: Serve logs through the remote pod-log API; turn off where the remote API server cannot
     #: reach its kubelets (some private clusters, kwok), so callers are not promised logs.
     logs: bool = True
+    #: Log streams use a client and connection pool of their own (a follow holds its connection).
+    log_max_connections: int = Field(default=DEFAULT_LOG_STREAM_CONNECTIONS, ge=1)
     # pods
     tolerations: list[dict[str, Any]] = []
     extra_labels: dict[str, str] = {}

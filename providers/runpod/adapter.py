@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -28,6 +29,7 @@ from vkprovider.plugins.api import (
     Offer,
     ProviderInfo,
     UidLocks,
+    limit_bytes,
     normalize_gpu,
 )
 
@@ -64,6 +66,7 @@ class RunPodProvider:
             key=self._key,
             timeout=settings.timeout_seconds,
             max_connections=settings.max_connections,
+            log_max_connections=settings.log_max_connections,
             transport=transport,
         )
         self._ids: dict[str, str] = {}  # pod uid → RunPod pod id
@@ -179,9 +182,14 @@ class RunPodProvider:
             params["since"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         elif options.tail_lines is not None:
             params["tail"] = min(options.tail_lines, 5000)
-        sent = 0
         lines = self._client.stream_logs(status.provider_id, params)
-        try:
+        async with aclosing(limit_bytes(self._chunks(lines, options), options.limit_bytes)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def _chunks(self, lines: AsyncIterator[str], options: LogOptions) -> AsyncIterator[bytes]:
+        """SSE lines → log lines; without ``follow``, end once the backfill has gone idle."""
+        async with aclosing(lines):  # type: ignore[type-var]
             while True:
                 try:
                     if options.follow:
@@ -191,16 +199,8 @@ class RunPodProvider:
                 except (StopAsyncIteration, TimeoutError):
                     return
                 chunk = _sse_line(line, options.timestamps)
-                if chunk is None:
-                    continue
-                if options.limit_bytes is not None:
-                    chunk = chunk[: options.limit_bytes - sent]
-                sent += len(chunk)
-                yield chunk
-                if options.limit_bytes is not None and sent >= options.limit_bytes:
-                    return
-        finally:
-            await lines.aclose()
+                if chunk is not None:
+                    yield chunk
 
     async def close(self) -> None:
         await self._client.close()

@@ -150,22 +150,15 @@ class RunPodClient(KeyedHttpClient[Op]):
             return
 
     async def stream_logs(self, pod_id: str, params: dict[str, str | int]) -> AsyncGenerator[str, None]:
-        """Yield the raw SSE lines of ``GET /v2/pods/{id}/logs`` (the caller parses events)."""
-        request = self._http.build_request(
-            "GET", f"/v2/pods/{pod_id}/logs", params=params, headers={"Accept": "text/event-stream"}
-        )
-        try:
-            response = await self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self.failure(Op.LOGS, exc=exc) from None
-        try:
-            if not response.is_success:
-                await response.aread()
-                raise self.failure(Op.LOGS, response=response)
+        """Yield the raw SSE lines of ``GET /v2/pods/{id}/logs`` (the caller parses events).
+
+        Over the log-stream pool: a follow stream holds its connection as long as the reader
+        likes, and must never take one that status reads, deploys or deletes need."""
+        async with self.stream(
+            Op.LOGS, "GET", f"/v2/pods/{pod_id}/logs", params=params, headers={"Accept": "text/event-stream"}
+        ) as response:
             try:
                 async for line in response.aiter_lines():
                     yield line
             except httpx.HTTPError as exc:
                 raise self.failure(Op.LOGS, exc=exc) from None
-        finally:
-            await response.aclose()

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from vkprovider.plugins.api import ApiKeySettings
+from vkprovider.plugins.api import DEFAULT_LOG_STREAM_CONNECTIONS, ApiKeySettings
 
 CloudType = Literal["SECURE", "COMMUNITY"]
 AvailabilityLevel = Literal["NONE", "LOW", "MEDIUM", "HIGH"]
@@ -27,6 +27,8 @@ class RunPodSettings(ApiKeySettings):
     capacity_by_availability: dict[AvailabilityLevel, int] = {"NONE": 0, "LOW": 1, "MEDIUM": 3, "HIGH": 10}
     timeout_seconds: float = Field(default=30.0, gt=0)
     max_connections: int = Field(default=20, ge=1)
+    #: Log streams have a pool of their own (a follow holds its connection for its whole life).
+    log_max_connections: int = Field(default=DEFAULT_LOG_STREAM_CONNECTIONS, ge=1)
     #: Without ``follow``, the SSE log stream is read until it is idle this long (it never ends).
     log_idle_seconds: float = Field(default=2.0, gt=0)
 

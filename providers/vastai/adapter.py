@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any, ClassVar
 
 import httpx
@@ -27,6 +28,7 @@ from vkprovider.plugins.api import (
     Phase,
     ProviderInfo,
     UidLocks,
+    limit_bytes,
     normalize_gpu,
 )
 
@@ -63,6 +65,7 @@ class VastAiProvider:
             key=self._key,
             timeout=settings.timeout_seconds,
             max_connections=settings.max_connections,
+            log_max_connections=settings.log_max_connections,
             transport=transport,
         )
         self._ids: dict[str, str] = {}  # pod uid → instance id
@@ -197,19 +200,16 @@ class VastAiProvider:
         if options.tail_lines is not None:
             body["tail"] = str(options.tail_lines)
         url = await self._client.request_logs(status.provider_id, body)
-        content: bytes | None = None
         for attempt in range(self._settings.log_fetch_attempts):
-            content = await self._client.fetch_log_snapshot(url)
-            if content is not None:
-                break
+            async with self._client.log_snapshot(url) as snapshot:
+                if snapshot is not None:  # streamed to the caller, never read whole
+                    async with aclosing(limit_bytes(snapshot, options.limit_bytes)) as chunks:
+                        async for chunk in chunks:
+                            yield chunk
+                    return
             if attempt + 1 < self._settings.log_fetch_attempts:
                 await asyncio.sleep(self._settings.log_fetch_interval_seconds)
-        if content is None:
-            raise NotFound(f"log snapshot for uid {uid} was not uploaded in time", provider=self._name)
-        if options.limit_bytes is not None:
-            content = content[: options.limit_bytes]
-        if content:
-            yield content
+        raise NotFound(f"log snapshot for uid {uid} was not uploaded in time", provider=self._name)
 
     async def close(self) -> None:
         await self._client.close()

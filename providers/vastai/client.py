@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 import logging
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -178,14 +180,20 @@ class VastClient(KeyedHttpClient[Op]):
             raise Transient("logs: 'result_url' is not an https URL", provider=self._provider)
         return url
 
-    async def fetch_log_snapshot(self, url: str) -> bytes | None:
-        """The uploaded log file, or ``None`` while it is not there yet. Sent WITHOUT the API key."""
+    @asynccontextmanager
+    async def log_snapshot(self, url: str) -> AsyncIterator[AsyncIterator[bytes] | None]:
+        """The uploaded log file as a stream of chunks (read as the caller goes, over the
+        log-stream pool, closed on exit), or ``None`` while it is not there yet. Sent WITHOUT the
+        API key: the URL is a pre-signed object-storage address on another host."""
+        async with self.stream(Op.LOGS, "GET", url, ok=frozenset({403, 404}), keyless=True) as response:
+            if response.status_code in (403, 404):
+                yield None
+            else:
+                yield self._chunks(response)
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
         try:
-            response = await self._http.get(url, auth=None)
+            async for chunk in response.aiter_bytes():
+                yield chunk
         except httpx.HTTPError as exc:
             raise self.failure(Op.LOGS, exc=exc) from None
-        if response.status_code in (403, 404):
-            return None
-        if not response.is_success:
-            raise self.failure(Op.LOGS, response=response)
-        return response.content

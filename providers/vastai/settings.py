@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from vkprovider.plugins.api import ApiKeySettings
+from vkprovider.plugins.api import DEFAULT_LOG_STREAM_CONNECTIONS, ApiKeySettings
 
 
 class VastAiSettings(ApiKeySettings):
@@ -29,6 +29,8 @@ class VastAiSettings(ApiKeySettings):
     disk_gb: float = Field(default=32.0, gt=0)
     timeout_seconds: float = Field(default=30.0, gt=0)
     max_connections: int = Field(default=20, ge=1)
+    #: Log snapshots are fetched over a pool of their own, never the one status/deploy/delete use.
+    log_max_connections: int = Field(default=DEFAULT_LOG_STREAM_CONNECTIONS, ge=1)
     max_list_pages: int = Field(default=200, ge=1, description="25 instances per page")
     # logs: the API uploads a snapshot to object storage and returns its URL
     log_fetch_attempts: int = Field(default=10, ge=1)

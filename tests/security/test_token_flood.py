@@ -155,6 +155,7 @@ async def test_random_token_flood_does_not_stall_the_node_lease(running: Running
     # The node Lease kept renewing all along: never a lease duration behind.
     assert len(behind) >= FLOOD_SECONDS // 2
     assert max(behind) < LEASE_SECONDS, f"the Lease fell {max(behind):.1f}s behind under the flood: {behind}"
-    # The attack reached both APIs, and no attacker got anything but 401/429.
-    assert sum(admin.values()) > CONNECTIONS and sum(kubelet.values()) > CONNECTIONS
+    # The attack reached both APIs (the connection caps of ``http/limits.py`` refuse part of it,
+    # and refusals are paced), and no attacker got anything but 401/429.
+    assert sum(admin.values()) > 0 and sum(kubelet.values()) > 0, (admin, kubelet)
     assert set(admin) | set(kubelet) <= {"401", "429"}, (admin, kubelet)

@@ -83,7 +83,7 @@ class TaintWriter:
         }
         try:
             await self._kube.request(
-                "PATCH", f"/api/v1/nodes/{self.node_name}", body=patch, content_type=MERGE_PATCH
+                "PATCH", resources.api_path("nodes", self.node_name), body=patch, content_type=MERGE_PATCH
             )
         except KubeConflict:
             self.conflicts += 1

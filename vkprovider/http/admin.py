@@ -10,7 +10,9 @@ their expiry; the queue.
 ``/healthz``, ``/readyz`` and ``/metrics`` are open (probes, Prometheus). ``/state``,
 ``/placement`` and ``/explain`` (which can call providers) need an authenticated, authorized
 caller when an ``Authenticator`` is given, which the service does whenever the admin API binds
-anything but loopback (:func:`vkprovider.http.auth.is_loopback_bind`).
+anything but loopback (:func:`vkprovider.http.auth.is_loopback_bind`). Off loopback it serves TLS
+(``http.tls_cert_file``/``http.tls_key_file``) or refuses bearer tokens from other hosts, which
+plain HTTP would carry in clear text. No OpenAPI schema or docs are served.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def create_admin_app(
     *,
     auth: Authenticator | None = None,
 ) -> FastAPI:
-    app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None)
+    app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None, openapi_url=None)
     if auth is not None:
         app.add_middleware(AuthMiddleware, auth=auth, attributes=admin_attributes, protects=admin_protects)
     app.include_router(explain_router(placer, node_name=controller.node_name))

@@ -87,6 +87,18 @@ def is_loopback_bind(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
+def is_loopback_peer(client: Any) -> bool:
+    """True if an ASGI ``scope["client"]`` is this machine (an IPv4-mapped 127.x included)."""
+    if not client:
+        return False
+    try:
+        address = ipaddress.ip_address(str(client[0]))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
 def is_subpath(path: str, prefix: str) -> bool:
     prefix = prefix.rstrip("/")
     return path == prefix or path.startswith(prefix + "/")
@@ -274,7 +286,8 @@ class Authenticator:
         except KubeError as exc:  # the API down or our RBAC short: a clear answer, nothing cached
             log.warning("%s failed: %s", kind, exc)
             raise Denied(
-                401 if kind == "tokenreviews" else 403, "could not review the request; try again later"
+                401 if kind == "tokenreviews" else 403,
+                "could not review the request's credentials right now; try again later",
             ) from None
         return result if isinstance(result, dict) else {}
 
@@ -319,12 +332,21 @@ class AuthMiddleware:
         self.app, self.auth, self.attributes, self.protects = app, auth, attributes, protects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.protects(scope["path"]):
+        if scope["type"] == "lifespan":  # start-up and shutdown: no caller to check
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a WebSocket (or anything else) never reaches the app
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008, "reason": "not supported"})
+            return
+        if not self.protects(scope["path"]):
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
         headers = {k.decode("latin1").lower(): v.decode("latin1") for k, v in scope.get("headers", [])}
         try:
+            if "authorization" in headers and scope.get("scheme") != "https":
+                _no_cleartext_token(scope.get("client"))
             user = await self.auth.authenticate(headers, state.get("peercert"))
             verb, subresources = self.attributes(scope["method"], scope["path"])
             await self.auth.authorize(user, verb, subresources, scope["path"])
@@ -336,6 +358,18 @@ class AuthMiddleware:
             return
         state["user"] = user
         await self.app(scope, receive, send)
+
+
+def _no_cleartext_token(client: Any) -> None:
+    """A bearer token is a full apiserver credential: over plain HTTP it is accepted only from
+    this machine (a port-forward, a local CLI), never from the network."""
+    if not is_loopback_peer(client):
+        raise Denied(
+            403,
+            "Forbidden: bearer tokens are not accepted over plain HTTP from another host (the token "
+            "would travel in clear text); the server needs TLS (http.tls_cert_file and "
+            "http.tls_key_file), or call it from this host",
+        )
 
 
 async def _plain(

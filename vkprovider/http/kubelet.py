@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from vkprovider.http.auth import Authenticator, AuthMiddleware
 from vkprovider.http.kubelet_logs import check_container, first_chunk, log_options, stream_logs
 from vkprovider.http.kubelet_stats import UsageCollector, resource_metrics, stats_summary
+from vkprovider.http.log_caps import LogStreamCaps, LogStreamLimiter
 from vkprovider.plugins.api import Provider
 
 JSON = dict[str, Any]
@@ -85,9 +86,10 @@ def _running(pod: JSON) -> JSON | None:
     }
 
 
-def create_kubelet_app(source: PodSource, auth: Authenticator) -> Any:
+def create_kubelet_app(source: PodSource, auth: Authenticator, log_caps: LogStreamCaps | None = None) -> Any:
     app = FastAPI(title="vkprovider kubelet API", docs_url=None, redoc_url=None, openapi_url=None)
     collector = UsageCollector(source.node_name)
+    log_streams = LogStreamLimiter(log_caps or LogStreamCaps())
 
     def pods() -> list[JSON]:
         return list(source.informer.cache.values())
@@ -111,7 +113,7 @@ def create_kubelet_app(source: PodSource, auth: Authenticator) -> Any:
 
     @app.exception_handler(HTTPException)
     async def plain_error(_request: Request, exc: HTTPException) -> Response:
-        return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code)
+        return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code, headers=exc.headers)
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -137,7 +139,7 @@ def create_kubelet_app(source: PodSource, auth: Authenticator) -> Any:
             raise HTTPException(400, f'previous terminated container "{container}" in pod "{name}" not found')
         provider_name, provider = provider_of(pod)
         uid = str(pod["metadata"].get("uid", ""))
-        return await first_chunk(stream_logs(provider, provider_name, uid, options))
+        return await first_chunk(stream_logs(provider, provider_name, uid, options, log_streams))
 
     async def usage() -> tuple[list[Any], bool]:
         by_uid = {str(p.get("metadata", {}).get("uid", "")): p for p in pods()}

@@ -6,6 +6,9 @@ Query parameters as the kubelet reads them (``kubectl logs`` sends them through 
 ``timestamps``, ``previous``. Bad values are a 400 naming the parameter. With ``follow`` the
 response streams until the provider ends it (the deployment ended) or the client goes away;
 a client that disconnects closes the provider's stream (``aclosing``), so nothing leaks.
+Follow streams are capped per pod and per provider, and every stream's lifetime and idle time
+are bounded (:mod:`.log_caps`); every stream is cut at ``limitBytes`` here too, so a provider
+that ignores the option still cannot send more.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,8 +25,9 @@ from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
 
 from vkprovider.errors import NotFound, ProviderError
+from vkprovider.http.log_caps import LogStreamCaps, LogStreamLimiter, TooManyStreams, bounded
 from vkprovider.models import LogOptions
-from vkprovider.plugins.api import Provider, SupportsLogs
+from vkprovider.plugins.api import Provider, SupportsLogs, limit_bytes
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +97,36 @@ def check_container(pod: Mapping[str, Any], container: str) -> None:
         )
 
 
-def stream_logs(provider: Provider, provider_name: str, uid: str, options: LogOptions) -> StreamingResponse:
-    """The response for one log request; a provider without ``logs`` is a 501 naming it."""
+def stream_logs(
+    provider: Provider,
+    provider_name: str,
+    uid: str,
+    options: LogOptions,
+    limiter: LogStreamLimiter | None = None,
+) -> StreamingResponse:
+    """The response for one log request; a provider without ``logs`` is a 501 naming it, a
+    follow stream over a cap of ``limiter`` a 429 with ``Retry-After``."""
     if not isinstance(provider, SupportsLogs):
         raise HTTPException(
             501, f"provider {provider_name!r} does not support logs (capability 'logs' not offered)"
         )
-    source = provider.logs(uid, options)
-    return StreamingResponse(_relay(source, provider_name, uid), media_type="text/plain")
+    caps = limiter.caps if limiter is not None else LogStreamCaps()
+    release: Callable[[], None] = lambda: None  # noqa: E731
+    if options.follow and limiter is not None:
+        try:
+            release = limiter.admit(provider_name, uid).release
+        except TooManyStreams as exc:
+            log.warning("logs of %s from %s refused: %s", uid, provider_name, exc)
+            raise HTTPException(
+                429, str(exc), headers={"Retry-After": str(caps.retry_after_seconds)}
+            ) from None
+    try:
+        source = provider.logs(uid, options)
+        body = limit_bytes(bounded(_relay(source, provider_name, uid), caps, release), options.limit_bytes)
+    except BaseException:
+        release()  # the generator that would release it never started
+        raise
+    return StreamingResponse(body, media_type="text/plain")
 
 
 async def first_chunk(

@@ -204,15 +204,31 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
         raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
 
 
+#: the resources ``resource_of`` names; any other path is counted as ``other``, so a metric label
+#: never carries a string taken from a request path (names come from pod specs: attacker-chosen)
+RESOURCES = frozenset(
+    {
+        "pods", "pods/status", "pods/log", "pods/eviction", "pods/binding", "nodes", "nodes/status",
+        "events", "leases", "configmaps", "secrets", "services", "endpoints", "namespaces",
+        "serviceaccounts", "tokenreviews", "subjectaccessreviews", "certificatesigningrequests",
+        "certificatesigningrequests/approval", "certificatesigningrequests/status", "clusterqueues",
+        "clusterqueues/status", "localqueues", "workloads", "resourceflavors", "jobs", "deployments",
+        "customresourcedefinitions", "apiservices",
+    }
+)  # fmt: skip
+
+
 def resource_of(path: str) -> str:
-    """``pods``, ``pods/status``, ``events``… of an API path (for counting, not routing)."""
-    parts = path.strip("/").split("/")
+    """``pods``, ``pods/status``, ``events``… of an API path (for counting, not routing); one of
+    ``RESOURCES``, else ``other``."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
     parts = parts[2:] if parts[0] == "api" else parts[3:]  # api/v1/… or apis/<group>/<version>/…
     if len(parts) > 2 and parts[0] == "namespaces":
         parts = parts[2:]
     if not parts:
-        return ""
-    return f"{parts[0]}/{parts[2]}" if len(parts) > 2 else parts[0]
+        return "other"
+    resource = f"{parts[0]}/{parts[2]}" if len(parts) > 2 else parts[0]
+    return resource if resource in RESOURCES and len(parts) <= 3 else "other"
 
 
 def _query_value(value: Any) -> str:

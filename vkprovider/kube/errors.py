@@ -31,6 +31,17 @@ class KubeInvalid(KubeError):
     """422 / 400: the request itself is wrong; retrying will not help."""
 
 
+class InvalidObjectName(KubeInvalid):
+    """A name is not a valid API path segment (empty, ``.``, ``..``, or holding ``/`` or ``%``).
+
+    Raised before any request is sent (``status`` 0), as client-go's request builder refuses such
+    names: a name from a pod spec must never walk the URL to another namespace or resource."""
+
+    def __init__(self, name: str, what: str = "name") -> None:
+        super().__init__(0, f"{what} {name[:100]!r} is not a valid path segment")
+        self.name = name
+
+
 class KubeForbidden(KubeError):
     """401 / 403: credentials or RBAC do not allow this."""
 

@@ -1,16 +1,68 @@
-"""The handful of core/v1 and coordination/v1 calls the service makes, as plain-dict functions."""
+"""The handful of core/v1 and coordination/v1 calls the service makes, as plain-dict functions.
+
+Every path is built by ``api_path``, the one place a name becomes a URL segment: each segment is
+checked by ``path_segment`` (client-go's ``IsValidPathSegmentName``) and percent-escaped, so a
+name taken from a pod spec (``secretName: ../../kube-system/secrets/x``) raises
+``InvalidObjectName`` instead of reading another namespace's object.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
+from urllib.parse import quote
 
 from vkprovider.kube.client import JSON, MERGE_PATCH, STRATEGIC_PATCH, KubeClient
-from vkprovider.kube.errors import KubeNotFound
+from vkprovider.kube.errors import InvalidObjectName, KubeNotFound
+
+#: names that need no check beyond "not . or .." and no escaping (every DNS-1123 name)
+_PLAIN = re.compile(r"[a-z0-9A-Z._-]+")
+
+
+def path_segment(name: str, what: str = "name") -> str:
+    """``name`` as one escaped URL path segment, or ``InvalidObjectName``.
+
+    Refused as client-go refuses them: empty, ``.``, ``..``, or containing ``/`` or ``%`` (a
+    ``%2F`` would be decoded by the apiserver into a separator). Anything else that is not plain
+    (``?``, ``#``, spaces) is percent-escaped, so it can neither end the path nor start a query."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "%" in name:
+        raise InvalidObjectName(str(name), what)
+    if _PLAIN.fullmatch(name):
+        return name
+    return quote(name, safe="")
+
+
+def api_path(
+    resource: str,
+    name: str = "",
+    *,
+    namespace: str = "",
+    subresource: str = "",
+    group: str = "",
+    version: str = "v1",
+) -> str:
+    """``/api/v1[/namespaces/<ns>]/<resource>[/<name>[/<sub>]]`` (``/apis/<group>/<version>/…``
+    for a group), every segment through ``path_segment``."""
+    parts = (
+        ["/api", path_segment(version)]
+        if not group
+        else ["/apis", path_segment(group, "group"), path_segment(version)]
+    )
+    if namespace:
+        parts += ["namespaces", path_segment(namespace, "namespace")]
+    parts.append(path_segment(resource, "resource"))
+    if name:
+        parts.append(path_segment(name))
+        if subresource:
+            parts.append(path_segment(subresource, "subresource"))
+    elif subresource:
+        raise InvalidObjectName("", "name")
+    return "/".join(parts)
 
 
 def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return api_path("pods", name, namespace=namespace)
 
 
 async def get_pod(kube: KubeClient, namespace: str, name: str) -> JSON | None:
@@ -40,7 +92,7 @@ async def patch_pod_status(
         metadata["annotations"] = annotations
     result: JSON | None = await kube.request(
         "PATCH",
-        pod_path(namespace, name) + "/status",
+        api_path("pods", name, namespace=namespace, subresource="status"),
         body={"metadata": metadata, "status": status},
         content_type=MERGE_PATCH,
         decode=bool(annotations),
@@ -75,7 +127,7 @@ async def delete_pod_now(kube: KubeClient, namespace: str, name: str, uid: str) 
 
 async def get_config_map(kube: KubeClient, namespace: str, name: str) -> JSON | None:
     try:
-        cm: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        cm: JSON = await kube.request("GET", api_path("configmaps", name, namespace=namespace))
     except KubeNotFound:
         return None
     return cm
@@ -83,33 +135,33 @@ async def get_config_map(kube: KubeClient, namespace: str, name: str) -> JSON | 
 
 async def get_secret(kube: KubeClient, namespace: str, name: str) -> JSON | None:
     try:
-        secret: JSON = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        secret: JSON = await kube.request("GET", api_path("secrets", name, namespace=namespace))
     except KubeNotFound:
         return None
     return secret
 
 
 async def list_services(kube: KubeClient, namespace: str) -> list[JSON]:
-    body = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services")
+    body = await kube.request("GET", api_path("services", namespace=namespace))
     return list(body.get("items") or [])
 
 
 async def get_node(kube: KubeClient, name: str) -> JSON | None:
     try:
-        node: JSON = await kube.request("GET", f"/api/v1/nodes/{name}")
+        node: JSON = await kube.request("GET", api_path("nodes", name))
     except KubeNotFound:
         return None
     return node
 
 
 async def create_node(kube: KubeClient, node: JSON) -> JSON:
-    created: JSON = await kube.request("POST", "/api/v1/nodes", body=node)
+    created: JSON = await kube.request("POST", api_path("nodes"), body=node)
     return created
 
 
 async def patch_node(kube: KubeClient, name: str, patch: JSON) -> JSON:
     result: JSON = await kube.request(
-        "PATCH", f"/api/v1/nodes/{name}", body=patch, content_type=STRATEGIC_PATCH
+        "PATCH", api_path("nodes", name), body=patch, content_type=STRATEGIC_PATCH
     )
     return result
 
@@ -117,14 +169,16 @@ async def patch_node(kube: KubeClient, name: str, patch: JSON) -> JSON:
 async def patch_node_status(kube: KubeClient, name: str, status: JSON) -> JSON:
     """Strategic merge: conditions merge by ``type``, so conditions other writers own survive."""
     result: JSON = await kube.request(
-        "PATCH", f"/api/v1/nodes/{name}/status", body={"status": status}, content_type=STRATEGIC_PATCH
+        "PATCH",
+        api_path("nodes", name, subresource="status"),
+        body={"status": status},
+        content_type=STRATEGIC_PATCH,
     )
     return result
 
 
 def lease_path(namespace: str, name: str = "") -> str:
-    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-    return f"{base}/{name}" if name else base
+    return api_path("leases", name, namespace=namespace, group="coordination.k8s.io")
 
 
 async def get_lease(kube: KubeClient, namespace: str, name: str) -> JSON | None:
@@ -148,13 +202,13 @@ async def replace_lease(kube: KubeClient, lease: JSON) -> JSON:
 
 
 async def create_event(kube: KubeClient, namespace: str, event: dict[str, Any]) -> None:
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event, decode=False)
+    await kube.request("POST", api_path("events", namespace=namespace), body=event, decode=False)
 
 
 async def patch_event(kube: KubeClient, namespace: str, name: str, patch: dict[str, Any]) -> None:
     await kube.request(
         "PATCH",
-        f"/api/v1/namespaces/{namespace}/events/{name}",
+        api_path("events", name, namespace=namespace),
         body=patch,
         content_type=MERGE_PATCH,
         decode=False,

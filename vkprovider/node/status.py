@@ -133,7 +133,7 @@ class NodeObject:
                 return False
             try:
                 self.node = await self._kube.request(
-                    "PATCH", f"/api/v1/nodes/{self.name}", body=patch, content_type=MERGE_PATCH
+                    "PATCH", resources.api_path("nodes", self.name), body=patch, content_type=MERGE_PATCH
                 )
             except KubeConflict:
                 await self._reread()  # someone else wrote the node: recompute from their version

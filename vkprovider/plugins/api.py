@@ -23,8 +23,10 @@ reference is docs/plugin-api.md):
 
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
-names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`), a keyed HTTP client
-(:mod:`.http_client`) and the project's token bucket for client-side rate limits.
+names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`), a keyed HTTP client with a
+separate pool for log streams (:mod:`.http_client`), ``limit_bytes`` to stop a log stream at
+``LogOptions.limit_bytes`` (:mod:`.log_limit`) and the project's token bucket for client-side
+rate limits.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from vkprovider.models import (
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
 from vkprovider.plugins.catalog import normalize_catalog_gpu
-from vkprovider.plugins.http_client import KeyedHttpClient
+from vkprovider.plugins.http_client import DEFAULT_LOG_STREAM_CONNECTIONS, KeyedHttpClient, log_stream_client
 from vkprovider.plugins.http_errors import (
     error_body,
     error_for_status,
@@ -79,10 +81,12 @@ from vkprovider.plugins.http_errors import (
     retry_after_seconds,
     transport_error,
 )
+from vkprovider.plugins.log_limit import limit_bytes
 from vkprovider.plugins.uid_locks import UidLocks
 from vkprovider.ratelimit import TokenBucket
 
 __all__ = [
+    "DEFAULT_LOG_STREAM_CONNECTIONS",
     "LABEL_NODE_NAME",
     "LABEL_POD_NAME",
     "LABEL_POD_NAMESPACE",
@@ -125,6 +129,8 @@ __all__ = [
     "error_for_status",
     "gpu_memory_gb",
     "json_body",
+    "limit_bytes",
+    "log_stream_client",
     "normalize_catalog_gpu",
     "normalize_gpu",
     "parse_model",

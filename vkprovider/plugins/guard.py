@@ -5,7 +5,9 @@ for, node scoping of ``list``, size) and turns anything unexpected, including a 
 into a logged ``Transient`` naming the provider, so the pod is retried instead of the service
 dying. ``ProviderError`` subclasses pass through unchanged (with the provider name filled in).
 Cancellation is never swallowed. Being the one place every adapter call passes, it also records
-each call's latency and error class (``vkprovider.metrics``).
+each call's latency and error class (``vkprovider.metrics``), and scrubs the secret values of
+each pod's request out of error and status messages (``vkprovider.plugins.scrub``) before they
+reach logs, Events, pod status or ``/state``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from vkprovider.models import (
     ProviderInfo,
 )
 from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
+from vkprovider.plugins.scrub import SecretBook
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ T = TypeVar("T")
 #: Largest accepted serialized status/info/offer and log chunk (gRPC's default message limit).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LOG_CHUNK_BYTES = 1024 * 1024
+#: deploy errors after which the provider holds nothing of the pod (its secrets can be retired)
+_NOTHING_CREATED = frozenset({"InvalidRequest", "NoCapacity", "QuotaOrBilling"})
 
 
 class AdapterBug(Exception):
@@ -120,39 +125,56 @@ class GuardedProvider:
         prepare_provider(self._name)
         #: what the last list returned, checked (an idle poll does not serialise it again)
         self._validated = Validated()
+        #: per pod UID, the secret values of its request, kept out of every message
+        self.secrets = SecretBook()
 
     @property
     def name(self) -> str:
         return self._name
 
-    async def _call(self, op: str, call: Awaitable[T]) -> T:
+    async def _call(self, op: str, call: Awaitable[T], uid: str | None = None) -> T:
+        """Await ``call``; errors scrubbed with ``uid``'s secrets (every pod's for ``None``)."""
         started = time.perf_counter()
+        unchained: Transient | None = None  # raised after the handler: no __context__ to leak
         try:
             return await call
         except ProviderError as exc:
             if exc.provider is None:
                 exc.provider = self._name
+            self.secrets.error(exc, uid)
             self._failed(op, exc.code)
             raise
         except asyncio.CancelledError:  # a caller's timeout (or shutdown): a hung provider shows
             self._failed(op, "Cancelled")
             raise
         except Exception as exc:
-            raise self._bug(op, exc) from exc
+            if self._holds_secret(exc, uid):
+                unchained = self._bug(op, exc, uid)
+            else:
+                raise self._bug(op, exc, uid) from exc
         finally:
             seconds = self._seconds.get(op)
             if seconds is None:
                 seconds = self._seconds[op] = PROVIDER_CALL_SECONDS.labels(self._name, op)
             seconds.observe(time.perf_counter() - started)
+        raise unchained
 
     def _failed(self, op: str, error: str) -> None:
         PROVIDER_CALL_ERRORS.labels(self._name, op, error).inc()
 
-    def _bug(self, op: str, exc: Exception) -> Transient:
+    def _holds_secret(self, exc: Exception, uid: str | None) -> bool:
+        """Whether ``exc``'s text holds a secret value: then it is not chained to what we raise
+        (a logged traceback, or anything walking ``__cause__``/``__context__``, would print it)."""
+        text = str(exc)
+        return self.secrets.scrubber(uid)(text) != text
+
+    def _bug(self, op: str, exc: Exception, uid: str | None = None) -> Transient:
+        """The ``Transient`` for a contract breach (the adapter's text scrubbed)."""
         self._failed(op, "AdapterBug")
         kind = "malformed reply" if isinstance(exc, AdapterBug) else f"unexpected {type(exc).__name__}"
-        log.error("provider %s: %s in %s: %s", self._name, kind, op, exc, extra={"provider": self._name})
-        return Transient(f"adapter error in {op}: {kind}: {exc}", provider=self._name)
+        text = self.secrets.scrubber(uid)(str(exc))
+        log.error("provider %s: %s in %s: %s", self._name, kind, op, text, extra={"provider": self._name})
+        return Transient(f"adapter error in {op}: {kind}: {text}", provider=self._name)
 
     async def info(self) -> ProviderInfo:
         info = await self._call("info", self.inner.info())
@@ -180,11 +202,22 @@ class GuardedProvider:
         return offers
 
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        status = await self._call("deploy", self.inner.deploy(request))
+        self.secrets.remember(request)  # first: an error of this very call may echo them
+        try:
+            status = await self._call("deploy", self.inner.deploy(request), request.uid)
+        except ProviderError as exc:
+            if exc.code in _NOTHING_CREATED:  # kept until a list shows nothing of it either
+                self.secrets.retire(request.uid)
+            raise
         return self._checked("deploy", status, uid=request.uid)
 
     async def get(self, uid: str) -> DeploymentStatus:
-        status = await self._call("get", self.inner.get(uid))
+        try:
+            status = await self._call("get", self.inner.get(uid), uid)
+        except ProviderError as exc:
+            if exc.code == "NotFound":
+                self.secrets.retire(uid)
+            raise
         return self._checked("get", status, uid=uid)
 
     async def list(self, node_name: str) -> list[DeploymentStatus]:
@@ -193,13 +226,15 @@ class GuardedProvider:
             raise self._bug("list", AdapterBug(f"expected a list, got {type(statuses).__name__}"))
         checked = [self._checked("list", s, node_name=node_name, validated=self._validated) for s in statuses]
         self._validated.roll()
+        self.secrets.listed(s.uid for s in checked)
         return checked
 
     async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
         if grace_period_seconds is None:  # adapters written before the grace period keep working
-            await self._call("delete", self.inner.delete(uid))
+            await self._call("delete", self.inner.delete(uid), uid)
         else:
-            await self._call("delete", self.inner.delete(uid, grace_period_seconds=grace_period_seconds))
+            await self._call("delete", self.inner.delete(uid, grace_period_seconds=grace_period_seconds), uid)
+        self.secrets.retire(uid)
 
     async def close(self) -> None:
         await self._call("close", self.inner.close())
@@ -214,14 +249,16 @@ class GuardedProvider:
         validated: Validated | None = None,
     ) -> DeploymentStatus:
         try:
-            return check_status(status, uid=uid, node_name=node_name, validated=validated)
+            checked = check_status(status, uid=uid, node_name=node_name, validated=validated)
         except AdapterBug as exc:
-            raise self._bug(op, exc) from exc
+            raise self._bug(op, exc, uid) from exc
+        return self.secrets.status(checked)
 
-    async def _stream(self, op: str, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+    async def _stream(self, op: str, stream: AsyncIterator[T], uid: str | None = None) -> AsyncIterator[T]:
         iterator = aiter(stream)
         try:
             while True:
+                unchained: Transient | None = None
                 try:
                     item = await anext(iterator)
                 except StopAsyncIteration:
@@ -229,10 +266,15 @@ class GuardedProvider:
                 except ProviderError as exc:
                     if exc.provider is None:
                         exc.provider = self._name
+                    self.secrets.error(exc, uid)
                     self._failed(op, exc.code)
                     raise
                 except Exception as exc:
-                    raise self._bug(op, exc) from exc
+                    if not self._holds_secret(exc, uid):
+                        raise self._bug(op, exc, uid) from exc
+                    unchained = self._bug(op, exc, uid)
+                if unchained is not None:
+                    raise unchained
                 yield item
         finally:
             aclose = getattr(iterator, "aclose", None)
@@ -243,7 +285,7 @@ class GuardedProvider:
 class _LogsMixin(GuardedProvider):
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
         assert isinstance(self.inner, SupportsLogs)
-        async for chunk in self._stream("logs", self.inner.logs(uid, options)):
+        async for chunk in self._stream("logs", self.inner.logs(uid, options), uid):
             if not isinstance(chunk, bytes):
                 raise self._bug("logs", AdapterBug(f"log chunk must be bytes, got {type(chunk).__name__}"))
             for start in range(0, len(chunk), LOG_CHUNK_BYTES):

@@ -16,10 +16,10 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from vkprovider.errors import Transient
+from vkprovider.errors import InvalidRequest, Transient
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
-from vkprovider.kube.errors import KubeError, KubeForbidden
+from vkprovider.kube.errors import InvalidObjectName, KubeError, KubeForbidden
 from vkprovider.kube.informer import Informer
 from vkprovider.translate import MissingReference
 
@@ -70,6 +70,8 @@ def _read_failed(kind: str, namespace: str, name: str, exc: KubeError) -> Except
     changes nothing) and not the pod's fault for good (binding the namespace fixes it), so the
     pod waits like for a missing object, with a reason that says why. A 401 (the service's own
     credentials) and everything else stay ``Transient``."""
+    if isinstance(exc, InvalidObjectName):  # translation checks names first; never a retry loop
+        return InvalidRequest(f"{kind.lower()} reference: {exc.message}", reason="InvalidPodSpec")
     if isinstance(exc, KubeForbidden) and exc.status == 403:
         return MissingReference(
             f'reading {kind.lower()} "{name}" is forbidden: this virtual node does not serve '

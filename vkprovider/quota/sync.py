@@ -20,6 +20,7 @@ from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeError, KubeInvalid
 from vkprovider.kube.events import EventRecorder
 from vkprovider.kube.informer import Informer
+from vkprovider.kube.resources import api_path
 from vkprovider.quota import metrics
 from vkprovider.quota.capacity import NodeState, in_pool, node_state, offered
 from vkprovider.quota.config import QuotaConfig
@@ -30,6 +31,12 @@ from vkprovider.translate.quantity import parse_quantity
 log = logging.getLogger(__name__)
 
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
+
+
+def cluster_queue_path(name: str) -> str:
+    return api_path("clusterqueues", name, group="kueue.x-k8s.io", version="v1beta2")
+
+
 JSON_PATCH = "application/json-patch+json"
 _DEBOUNCE_SECONDS = 0.5
 
@@ -132,7 +139,7 @@ class QuotaSync:
         try:
             await self._kube.request(
                 "PATCH",
-                f"{KUEUE_API}/clusterqueues/{cfg.cluster_queue}",
+                cluster_queue_path(cfg.cluster_queue),
                 body=patch_ops(cq["metadata"]["resourceVersion"], where.pointers, result.changes),
                 content_type=JSON_PATCH,
             )

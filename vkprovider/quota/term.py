@@ -11,7 +11,7 @@ from vkprovider.kube.errors import KubeNotFound
 from vkprovider.kube.events import EventRecorder
 from vkprovider.quota.config import QuotaConfig
 from vkprovider.quota.plan import locate
-from vkprovider.quota.sync import KUEUE_API, QuotaSync
+from vkprovider.quota.sync import QuotaSync, cluster_queue_path
 
 COMPONENT = "vkprovider-quota"
 
@@ -20,7 +20,7 @@ async def preflight(kube: KubeClient, config: QuotaConfig) -> None:
     """Raise ``QuotaTargetError`` (a ``ConfigError``: exit 2, field named) when the configured
     ClusterQueue, flavor or resources do not exist. A missing Kueue API reads as a missing queue."""
     try:
-        cq = await kube.request("GET", f"{KUEUE_API}/clusterqueues/{config.cluster_queue}")
+        cq = await kube.request("GET", cluster_queue_path(config.cluster_queue))
     except KubeNotFound:
         cq = None
     locate(cq, config.cluster_queue, config.flavor, config.resources)

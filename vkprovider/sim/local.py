@@ -21,6 +21,7 @@ from vkprovider.kube.client import KubeClient
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement import PlacementConfig, Placer
 from vkprovider.plugins.api import Provider
+from vkprovider.plugins.guard import guard
 from vkprovider.plugins.registry import instantiate
 from vkprovider.pods.controller import PodController
 
@@ -74,7 +75,9 @@ class VirtualNode:
             str(self.cluster.kubeconfig), qps=self.kube_qps, burst=int(2 * self.kube_qps)
         )
         self.providers = {
-            name: instantiate("fakecloud", name, {"url": cloud.url}) for name, cloud in self.clouds.items()
+            # guarded as the service's registry guards them (checks, metrics, secret scrubbing)
+            name: guard(instantiate("fakecloud", name, {"url": cloud.url}))
+            for name, cloud in self.clouds.items()
         }
         self.placer = Placer(self.providers, self.placement)
         await self.placer.refresh()

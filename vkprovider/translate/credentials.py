@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from vkprovider.models import RegistryCredential
-from vkprovider.translate._fields import items, obj, text
+from vkprovider.translate.names import PULL_SECRET_REASON
 from vkprovider.translate.refs import RefResolver
 from vkprovider.translate.types import TranslationEvent
 
-_REASON = "FailedToRetrieveImagePullSecret"
+_REASON = PULL_SECRET_REASON
 
 
 def _entry(server: str, entry: Any) -> RegistryCredential | None:
@@ -54,13 +54,11 @@ def parse_docker_config(data: Mapping[str, bytes]) -> list[RegistryCredential] |
 
 
 async def registry_credentials(
-    spec: Mapping[str, Any], refs: RefResolver, warnings: list[TranslationEvent]
+    names: list[str], refs: RefResolver, warnings: list[TranslationEvent]
 ) -> list[RegistryCredential]:
+    """Credentials from the named pull secrets (``names.pull_secret_names``: already checked)."""
     result: list[RegistryCredential] = []
-    for i, ref in enumerate(items(spec.get("imagePullSecrets"), "spec.imagePullSecrets")):
-        name = text(obj(ref, f"spec.imagePullSecrets[{i}]").get("name"), f"spec.imagePullSecrets[{i}].name")
-        if not name:
-            continue
+    for name in names:
         data = await refs.peek_secret(name)
         if data is None:
             warnings.append(TranslationEvent(_REASON, f'image pull secret "{name}" not found'))

@@ -16,6 +16,7 @@ from vkprovider.models import EnvVar
 from vkprovider.translate._fields import flag, invalid, items, obj, required_text, text
 from vkprovider.translate.downward import field_value, resource_value
 from vkprovider.translate.expansion import expand, mapping_for
+from vkprovider.translate.names import reference_name
 from vkprovider.translate.refs import RefResolver
 
 
@@ -39,14 +40,14 @@ async def _env_from(
         where = f'envFrom of container "{cname}"'
         if source.get("configMapRef") is not None:
             ref = obj(source["configMapRef"], f"{spath}.configMapRef")
-            name = required_text(ref.get("name"), f"{spath}.configMapRef.name")
+            name = reference_name(ref.get("name"), f"{spath}.configMapRef.name")
             optional = flag(ref.get("optional"), f"{spath}.configMapRef.optional")
             data = await refs.config_map(name, optional=optional, where=where)
             for key, value in (data or {}).items():
                 env[prefix + key] = _Value(value)
         elif source.get("secretRef") is not None:
             ref = obj(source["secretRef"], f"{spath}.secretRef")
-            name = required_text(ref.get("name"), f"{spath}.secretRef.name")
+            name = reference_name(ref.get("name"), f"{spath}.secretRef.name")
             optional = flag(ref.get("optional"), f"{spath}.secretRef.optional")
             secret = await refs.secret(name, optional=optional, where=where)
             for key, raw in (secret or {}).items():
@@ -74,14 +75,14 @@ async def _value_from(
         return _Value(resource_value(pod, ref, f"{path}.resourceFieldRef", cname))
     if source.get("configMapKeyRef") is not None:
         ref = obj(source["configMapKeyRef"], f"{path}.configMapKeyRef")
-        name = required_text(ref.get("name"), f"{path}.configMapKeyRef.name")
+        name = reference_name(ref.get("name"), f"{path}.configMapKeyRef.name")
         key = required_text(ref.get("key"), f"{path}.configMapKeyRef.key")
         optional = flag(ref.get("optional"), f"{path}.configMapKeyRef.optional")
         value = await refs.config_map_key(name, key, optional=optional, where=where)
         return None if value is None else _Value(value)
     if source.get("secretKeyRef") is not None:
         ref = obj(source["secretKeyRef"], f"{path}.secretKeyRef")
-        name = required_text(ref.get("name"), f"{path}.secretKeyRef.name")
+        name = reference_name(ref.get("name"), f"{path}.secretKeyRef.name")
         key = required_text(ref.get("key"), f"{path}.secretKeyRef.key")
         optional = flag(ref.get("optional"), f"{path}.secretKeyRef.optional")
         raw = await refs.secret_key(name, key, optional=optional, where=where)

@@ -19,6 +19,7 @@ from vkprovider.translate.annotations import forwarded_annotations
 from vkprovider.translate.credentials import registry_credentials
 from vkprovider.translate.env import expand_command, resolve_env
 from vkprovider.translate.gpuspec import gpu_count, gpu_type
+from vkprovider.translate.names import check_references, pull_secret_names
 from vkprovider.translate.quantity import cpu_cores, memory_bytes
 from vkprovider.translate.refs import RefResolver
 from vkprovider.translate.servicelinks import service_env
@@ -117,8 +118,10 @@ async def translate_pod(
     if restart_policy not in _RESTART_POLICIES:
         raise invalid("spec.restartPolicy", f"must be one of {', '.join(_RESTART_POLICIES)}")
 
-    refs = RefResolver(source, namespace)
+    check_references(pod)  # before any read: no name may walk the API path out of the namespace
     warnings: list[TranslationEvent] = []
+    pull_secrets = pull_secret_names(spec, warnings)
+    refs = RefResolver(source, namespace)
     services: dict[str, str] = {}
     if flag(spec.get("enableServiceLinks"), "spec.enableServiceLinks", default=True):
         services = service_env(await source.list_services(namespace))
@@ -134,7 +137,7 @@ async def translate_pod(
     ]
     gpus = gpu_count(spec, gpu_resource)
     gpu = gpu_type(pod, warnings)
-    credentials = await registry_credentials(spec, refs, warnings)
+    credentials = await registry_credentials(pull_secrets, refs, warnings)
     try:
         request = DeploymentRequest(
             uid=uid,

@@ -7,9 +7,18 @@ value.
 
 from __future__ import annotations
 
+from vkprovider.translate._fields import invalid
+from vkprovider.translate.names import is_dns_subdomain
 from vkprovider.translate.types import MissingReference, ObjectSource, TranslationEvent
 
 _KINDS = {"configmap": ("ConfigMap", "configmap"), "secret": ("Secret", "secret")}
+
+
+def _readable(name: str, where: str) -> None:
+    """The last line before a read: only a DNS-1123 name ever reaches ``ObjectSource`` (the
+    callers check first and name the field; this holds if one ever forgets)."""
+    if not is_dns_subdomain(name):
+        raise invalid(where, f"{name[:80]!r} is not a valid object name")
 
 
 def _as_bytes(value: object) -> bytes:
@@ -34,6 +43,7 @@ class RefResolver:
 
     async def config_map(self, name: str, *, optional: bool, where: str) -> dict[str, str] | None:
         if name not in self._config_maps:
+            _readable(name, where)
             data = await self._source.get_config_map(self._namespace, name)
             self._config_maps[name] = None if data is None else {str(k): str(v) for k, v in data.items()}
         data = self._config_maps[name]
@@ -44,6 +54,7 @@ class RefResolver:
     async def peek_secret(self, name: str) -> dict[str, bytes] | None:
         """The secret's data, or ``None``, without recording anything."""
         if name not in self._secrets:
+            _readable(name, "secret reference")
             data = await self._source.get_secret(self._namespace, name)
             self._secrets[name] = None if data is None else {str(k): _as_bytes(v) for k, v in data.items()}
         return self._secrets[name]

@@ -17,6 +17,7 @@ from typing import Any
 from vkprovider.models import FileMount
 from vkprovider.translate._fields import flag, integer, invalid, items, obj, required_text, text
 from vkprovider.translate.downward import field_value, resource_value
+from vkprovider.translate.names import reference_name
 from vkprovider.translate.refs import RefResolver
 from vkprovider.translate.types import TranslationEvent
 
@@ -63,7 +64,7 @@ class _Builder:
     async def keyed(self, source: Mapping[str, Any], path: str, kind: str, where: str, mode: int) -> Volume:
         """A configMap or secret source: all keys, or only ``items`` (key → path, mode)."""
         name_key = "secretName" if kind == "secret" and "secretName" in source else "name"
-        name = required_text(source.get(name_key), f"{path}.{name_key}")
+        name = reference_name(source.get(name_key), f"{path}.{name_key}")
         optional = flag(source.get("optional"), f"{path}.optional")
         raw: Mapping[str, bytes] | None
         if kind == "secret":

@@ -712,3 +712,29 @@ async def test_logs_that_never_upload_are_not_found(api: respx.MockRouter, spec:
         async for _ in adapter.logs("u", LogOptions()):
             pass
     await adapter.close()
+
+
+class _Counted(httpx.AsyncByteStream):
+    """A large uploaded log, served in 64 KiB chunks; counts how many were read."""
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks, self.read = chunks, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for _ in range(self.chunks):
+            self.read += 1
+            yield b"y" * 65536
+
+
+async def test_the_log_snapshot_is_streamed_and_stops_at_limit_bytes(
+    provider: VastAiProvider, api: respx.MockRouter, spec: OpenApiDoc
+) -> None:
+    """Issue 21: the snapshot was read whole (``response.content``) before ``limitBytes`` cut it."""
+    api.get(LIST).mock(return_value=page(spec, [listed(spec, uid="u", instance_id=1)]))
+    api.put("/api/v0/instances/request_logs/1").respond(200, json={"success": True, "result_url": S3})
+    body = _Counted(1000)  # 64 MiB
+    store = api.get(S3).mock(return_value=httpx.Response(200, stream=body))
+    chunks = [c async for c in provider.logs("u", LogOptions(limit_bytes=100))]
+    assert b"".join(chunks) == b"y" * 100
+    assert body.read <= 2  # not the 1000 chunks of the whole file
+    assert "authorization" not in store.calls.last.request.headers  # the key never goes to the store
