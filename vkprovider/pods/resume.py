@@ -27,13 +27,18 @@ pod shows:
 
 from __future__ import annotations
 
-from vkprovider.errors import ProviderError
+import asyncio
+
+from vkprovider.errors import ProviderError, Transient
 from vkprovider.kube.client import JSON
 from vkprovider.models import Phase
 from vkprovider.pods.context import ANNOTATION_PROVIDER, SyncDeps
 from vkprovider.pods.podview import placement_context, shown_restarts
 from vkprovider.pods.state import PodRecord
 from vkprovider.pods.tracker import Tracked
+
+#: How long one ``get`` to a provider that has not listed yet may take before the pod waits on.
+GET_TIMEOUT_SECONDS = 30.0
 
 #: The restart intent: the restartCount of a restart whose redeploy has not happened yet ("": none).
 ANNOTATION_RESTARTING = "vkprovider.io/restarting"
@@ -106,6 +111,15 @@ class Resume:
             return  # the named copy is an old one being deleted (a restart); the live one is it
         self._deps.tracker.prefer(uid, annotated)
 
+    def live(self, pod: JSON, record: PodRecord, tracked: Tracked) -> None:
+        """A live deployment backs the pod: a pending restart happened (a previous term's
+        redeploy landed before it could clear the intent); the next exit is a new one."""
+        if record.restarting and not _ended(tracked):
+            record.restarting = False
+            done = restart_done(pod)
+            if done:
+                record.annotations = {**(record.annotations or {}), **done}
+
     async def find_unlisted(self, pod: JSON, record: PodRecord) -> Tracked | None:
         """Before deploying a pod of an earlier term: ask providers whose list has not answered.
 
@@ -116,11 +130,14 @@ class Resume:
         deps = self._deps
         for name in deps.tracker.unanswered():
             try:
-                status = await deps.providers[name].get(uid)
+                async with asyncio.timeout(GET_TIMEOUT_SECONDS):
+                    status = await deps.providers[name].get(uid)
             except ProviderError as exc:
                 if exc.code == "NotFound":
                     continue
                 raise
+            except TimeoutError:
+                raise Transient(f"get of {uid} timed out", provider=name) from None
             deps.tracker.record(uid, name, status)
             self.adopt(pod, record)
             return deps.tracker.get(uid)

@@ -118,6 +118,7 @@ class PodSync:
             tracked = await self.resume.find_unlisted(pod, record)
         if tracked is None:
             return await self._create(pod, record)
+        self.resume.live(pod, record, tracked)
         return await self._reflect(pod, record, tracked)
 
     # ------------------------------------------------------------------ adoption

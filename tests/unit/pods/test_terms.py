@@ -287,3 +287,17 @@ async def test_a_pod_created_in_this_term_does_not_wait_for_an_unlisted_provider
     kube.add_pod(gpu_pod("b", "uid-b"))
     await sync(term, kube, "b")
     assert "uid-b" in cl["q"].deployments
+
+
+async def test_a_restart_intent_whose_redeploy_had_landed_is_cleared_and_the_next_exit_counts() -> None:
+    """Defect 6: the old term redeployed but could not clear the intent before it ended."""
+    kube, cl = FakeKube(), clouds()
+    await _restart_window(kube, cl, delete_lands=True)
+    cl["p"].deployments["uid-a"] = running("uid-a", "p")  # the redeploy landed, nothing written
+    term = await Process(kube, cl).term()
+    await sync(term, kube, "a")
+    assert annotations(kube, "a")[ANNOTATION_RESTARTING] == ""
+    cl["p"].deployments["uid-a"] = exited("uid-a", "p")  # a new exit
+    await term.tracker.poll_once()
+    await sync(term, kube, "a")
+    assert restart_count(kube, "a") == 2
