@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_pod_lifecycle import all_cloud_uids, create_deployment, is_ready, pods_of
+from tests.integration.test_pod_lifecycle import cloud_deployments, create_deployment, is_ready, pods_of
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.placement.config import PlacementConfig
@@ -31,6 +31,14 @@ def restart_count(pod: JSON) -> int:
     return max((int(c.get("restartCount") or 0) for c in statuses), default=0)
 
 
+async def cloud_phase(vnode: VirtualNode, uid: str) -> str:
+    """The phase fakecloud reports for ``uid`` ("" when it holds none)."""
+    for deployment in await cloud_deployments(vnode, "cheap"):
+        if deployment["uid"] == uid:
+            return str(deployment["status"]["phase"])
+    return ""
+
+
 async def one_pod(vnode: VirtualNode, namespace: str, app: str) -> JSON | None:
     assert vnode.kube is not None
     pods = [
@@ -42,10 +50,7 @@ async def one_pod(vnode: VirtualNode, namespace: str, app: str) -> JSON | None:
 
 
 async def test_a_restart_inside_a_restart_window_redeploys_the_pod(cluster: Cluster, namespace: str) -> None:
-    # A long pod backoff makes the window between the restart's delete and its redeploy wide.
-    vnode = await start_virtual_node(
-        cluster, {"cheap": cloud_config("cheap", 1.0, capacity=5)}, backoff_base_seconds=30.0
-    )
+    vnode = await start_virtual_node(cluster, {"cheap": cloud_config("cheap", 1.0, capacity=5)})
     try:
         assert vnode.kube is not None
         await create_deployment(vnode.kube, namespace, inference_deployment("win", vnode.name, replicas=1))
@@ -55,20 +60,25 @@ async def test_a_restart_inside_a_restart_window_redeploys_the_pod(cluster: Clus
             return pod if pod is not None and is_ready(pod) else None
 
         uid = (await eventually(running))["metadata"]["uid"]
-        async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
-            (await client.post(f"/admin/deployments/{uid}/finish", json={"exit_code": 1})).raise_for_status()
+        sold_out = {"method": "POST", "path": "/v1/deployments", "status": 409, "message": "sold out"}
+        async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url + "/admin") as admin:
+            # The redeploy cannot happen yet: the restart window stays open.
+            rule = (await admin.post("/rules", json=sold_out)).json()
+            (await admin.post(f"/deployments/{uid}/finish", json={"exit_code": 1})).raise_for_status()
 
         async def in_window() -> bool:
             pod = await one_pod(vnode, namespace, "win")
-            return pod is not None and restart_count(pod) == 1 and uid not in await all_cloud_uids(vnode)
+            return pod is not None and restart_count(pod) == 1 and await cloud_phase(vnode, uid) != "Running"
 
-        await eventually(in_window)  # restarted: the deployment deleted, the redeploy 30 s away
+        await eventually(in_window)  # restarted: the deployment deleted, no redeploy yet
         await vnode.crash()
+        async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url + "/admin") as admin:
+            (await admin.delete(f"/rules/{rule['id']}")).raise_for_status()
         await vnode.start()  # the new process
 
         async def redeployed() -> JSON | None:
             pod = await running()
-            if pod is None or uid not in await all_cloud_uids(vnode):
+            if pod is None or await cloud_phase(vnode, uid) != "Running":
                 return None
             return pod
 
