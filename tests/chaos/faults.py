@@ -199,9 +199,8 @@ async def restart_in_restart_window(rig: Rig, rng: random.Random, seconds: float
     deadline = asyncio.get_running_loop().time() + seconds
     exits = bounces = 0
     while asyncio.get_running_loop().time() < deadline:
-        cloud = rng.choice(rig.cloud_names)
-        running = await _running_uids(rig, cloud)
-        for uid in rng.sample(running, min(len(running), rng.randint(1, 2))):
+        running = [(cloud, uid) for cloud in rig.cloud_names for uid in await _running_uids(rig, cloud)]
+        for cloud, uid in rng.sample(running, min(len(running), rng.randint(1, 2))):
             code = rng.choice([0, 1])
             await rig.admin(cloud, "POST", f"/deployments/{uid}/finish", json={"exit_code": code})
             exits += 1
