@@ -174,6 +174,90 @@ async def _holder_changed(rig: Rig, before: str) -> bool:
     return bool(holder) and holder != before
 
 
+# --- state across terms (issue 22, defects 4-8): restarts and leader moves at bad moments -------
+
+
+async def _running_uids(rig: Rig, cloud: str) -> list[str]:
+    listed = await rig.admin(cloud, "GET", "/deployments")
+    return sorted(d["uid"] for d in listed if d["status"]["phase"] == "Running")
+
+
+async def _bounce_leader(rig: Rig, rng: random.Random, down: tuple[float, float] = (0.0, 2.0)) -> str:
+    """SIGKILL the leader and start it again: its next term (or the other replica's) takes over."""
+    replica = await rig.leader()
+    await replica.kill(signal.SIGKILL)
+    await asyncio.sleep(rng.uniform(*down))
+    replica.start()
+    return replica.identity
+
+
+async def restart_in_restart_window(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """A container exits (restartPolicy Always: the service deletes the deployment and redeploys
+    it after a short backoff) and the leader is SIGKILLed around that moment, so the next term
+    meets pods whose deployment was deleted on purpose: it must redeploy them, never fail them
+    ``ProviderLost``, and count each exit once."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    exits = bounces = 0
+    while asyncio.get_running_loop().time() < deadline:
+        running = [(cloud, uid) for cloud in rig.cloud_names for uid in await _running_uids(rig, cloud)]
+        for cloud, uid in rng.sample(running, min(len(running), rng.randint(1, 2))):
+            code = rng.choice([0, 1])
+            await rig.admin(cloud, "POST", f"/deployments/{uid}/finish", json={"exit_code": code})
+            exits += 1
+        await asyncio.sleep(rng.uniform(0.8, 2.0))  # the poll (1 s) sees it; the restart begins
+        await _bounce_leader(rig, rng)
+        bounces += 1
+        await asyncio.sleep(rng.uniform(4.0, 7.0))
+    return f"{exits} exits, leader SIGKILLed {bounces}x inside restart windows"
+
+
+async def restart_during_outage(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """A cloud's API goes down, then the leader is SIGKILLed and restarted while it is down: the
+    new term cannot list that cloud's pods; when it answers they must be adopted (budget, spread,
+    placement), never deployed a second time elsewhere nor failed."""
+    cloud = rng.choice(rig.cloud_names)
+    outage = max(seconds, rig.plan.outage_seconds)
+    await rig.admin(cloud, "POST", "/outage", json={"seconds": outage, "mode": "hang"})
+    try:
+        await asyncio.sleep(rng.uniform(1.0, 3.0))
+        who = await _bounce_leader(rig, rng)
+        await asyncio.sleep(max(0.0, outage - 3.0))
+    finally:
+        await rig.admin(cloud, "DELETE", "/outage")
+    return f"{cloud}: unreachable {outage:.0f}s, {who} restarted during it"
+
+
+async def stale_annotation_at_restart(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """While no replica acts (the leader SIGKILLed), one to three Running pods get a
+    ``vkprovider.io/provider`` annotation naming the *other* cloud (as after a restart-redeploy
+    whose annotation write never landed); then the replica starts again. The only copy must not
+    be deleted as a twin, nor the pod redeployed; the annotation is corrected."""
+    replica = await rig.leader()
+    await replica.kill(signal.SIGKILL)
+    staled = []
+    try:
+        pods = [
+            p
+            for p in await rig.list_pods() or []
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        for pod in rng.sample(pods, min(len(pods), rng.randint(1, 3))):
+            annotated = (pod["metadata"].get("annotations") or {}).get("vkprovider.io/provider")
+            others = [c for c in rig.cloud_names if c != annotated]
+            if not annotated or not others:
+                continue
+            name = pod["metadata"]["name"]
+            path = f"/api/v1/namespaces/{rig.namespace}/pods/{name}"
+            body = {"metadata": {"annotations": {"vkprovider.io/provider": rng.choice(others)}}}
+            await rig._patch(path, body)
+            staled.append(name)
+        await asyncio.sleep(rng.uniform(0.0, 2.0))
+    finally:
+        replica.start()
+    await asyncio.sleep(seconds)
+    return f"{replica.identity} restarted; stale annotations on {staled}"
+
+
 FAULTS: dict[str, Fault] = {
     "provider-5xx": provider_5xx,
     "rate-limit-429": rate_limit_429,
@@ -188,4 +272,7 @@ FAULTS: dict[str, Fault] = {
     "apiserver-killed": apiserver_killed,
     "etcd-restarted": etcd_restarted,
     "leadership-moved": leadership_moved,
+    "restart-in-restart-window": restart_in_restart_window,
+    "restart-during-outage": restart_during_outage,
+    "stale-annotation-at-restart": stale_annotation_at_restart,
 }

@@ -1,6 +1,7 @@
 """The small chaos run (part of ``make test``, about 3 minutes): provider 5xx, 429 with
 Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed,
-``vkprovider serve`` SIGKILLed and watches cut, under steady churn. Then the invariants.
+``vkprovider serve`` SIGKILLed and watches cut, the leader SIGKILLed inside restart windows,
+during a provider outage and with stale placement annotations, under steady churn. Then the invariants.
 
 Replay a run with ``VKPROVIDER_CHAOS_SEED=<seed printed> pytest -s tests/chaos/test_chaos_small.py``.
 """
@@ -30,6 +31,10 @@ PLAN = Plan(
         "plugin-killed",
         "serve-sigkill",
         "watch-cut",
+        # state across terms (issue 22)
+        "restart-in-restart-window",
+        "restart-during-outage",
+        "stale-annotation-at-restart",
     ],
     seconds=80,
     replicas=1,

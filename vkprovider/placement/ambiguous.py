@@ -85,6 +85,11 @@ class OpenCreates:
         """The pod is gone: whatever is left on a provider is the orphan collector's."""
         self._open.pop(uid, None)
 
+    def clear(self) -> None:
+        """A new term: questions of the old one are the orphan collector's (it lists every
+        provider) and, for a pod that still exists, the new term's resync (it asks them again)."""
+        self._open.clear()
+
     def providers_of(self, uid: str) -> list[str]:
         return sorted(self._open.get(uid, ()))
 

@@ -64,6 +64,11 @@ class Budgets:
         else:
             self._spent[namespace] = max(left, 0.0)
 
+    def clear(self) -> None:
+        """Forget every share (a new term rebuilds them by adoption); caps stay."""
+        self._held.clear()
+        self._spent.clear()
+
     def holdings(self) -> Mapping[str, tuple[str, float]]:
         """Read-only view: uid -> (namespace, cost per hour) of every placed pod."""
         return MappingProxyType(self._held)

@@ -66,6 +66,10 @@ class Observer:
     def forget(self, uid: str) -> None:
         self._followed.pop(uid, None)
 
+    def clear(self) -> None:
+        """A new term: pods are followed again once adopted or deployed."""
+        self._followed.clear()
+
     def __len__(self) -> int:
         return len(self._followed)
 

@@ -109,6 +109,8 @@ class Placer:
         )
         self._observer = Observer(self.health)
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (provider, offer id)
+        self._adopted: set[str] = set()  # uids placed by adoption this term (not by our deploy)
+        self.term = 0  #: terms begun (``begin_term``)
         self._terms: dict[str, ProviderTerms] = {}
         self._terms_key: tuple[int, int] = (-1, -1)
 
@@ -321,6 +323,30 @@ class Placer:
         if previous is not None and previous != key and previous[1]:
             self.catalog.give_back(*previous)
         self._placed[uid] = key
+        self._adopted.discard(uid)
+
+    def begin_term(self) -> None:
+        """A leadership term (or a supervised restart of the pod controller) begins: every
+        per-pod record — placements, budget shares, spread slots, open creates, followed
+        statuses — starts empty and is rebuilt by adoption from what the providers list.
+
+        Why: between two terms of this replica another one may have led and deleted pods; their
+        shares kept from our earlier term would hold budgets and spread slots of pods that no
+        longer exist (new pods Pending ``BudgetExceeded`` where nothing runs). Provider-level
+        state (health, breaker, blocklist, catalogs, rate limits) is about the providers, not
+        the pods, and is kept. Catalog units taken optimistically are not given back: the next
+        refresh says what is free."""
+        self.term += 1
+        self._placed.clear()
+        self._adopted.clear()
+        self.budgets.clear()
+        self.spread.clear()
+        self._open.clear()
+        self._observer.clear()
+
+    def adopted(self, uid: str) -> bool:
+        """Was ``uid``'s placement adopted (found deployed) rather than made by this term's deploy?"""
+        return uid in self._adopted
 
     def adopt(
         self,
@@ -337,6 +363,7 @@ class Placer:
             price_per_hour = 0.0 if offer is None else offer.price_per_hour
         cost = price_per_hour * (1.0 - self.config.provider(provider).discount)
         self._placed[uid] = (provider, offer_id)
+        self._adopted.add(uid)
         self.budgets.commit(uid, ctx.namespace, cost)
         self.spread.add(uid, ctx.workload, provider)
         self._observer.deployed(uid, provider, None)
@@ -344,6 +371,7 @@ class Placer:
     def release(self, uid: str) -> None:
         """The pod is gone: free its budget share, spread slot and (optimistically) capacity."""
         placed = self._placed.pop(uid, None)
+        self._adopted.discard(uid)
         if placed is not None and placed[1]:
             self.catalog.give_back(*placed)
         self._open.forget(uid)

@@ -56,6 +56,11 @@ class Spread:
         self._pods[uid] = (workload, provider)
         self._counts.setdefault(workload, Counter())[provider] += 1
 
+    def clear(self) -> None:
+        """Forget every slot (a new term rebuilds them by adoption)."""
+        self._pods.clear()
+        self._counts.clear()
+
     def release(self, uid: str) -> None:
         held = self._pods.pop(uid, None)
         if held is None:

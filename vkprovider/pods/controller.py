@@ -142,6 +142,8 @@ class PodController:
                 group.create_task(term.services.run(), name="service-informer")
                 await term.informer.synced.wait()
                 await term.services.synced.wait()
+                # Pods of an earlier term: may hold a deployment on a provider not listed yet.
+                term.sync.resume.inherited = frozenset(term.uid_keys)
                 await term.tracker.poll_once()
                 group.create_task(supervise("status-tracker", term.tracker.run), name="status-tracker")
                 term.synced = True

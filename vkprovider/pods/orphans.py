@@ -6,7 +6,10 @@ A deployment labelled for this node is an orphan when
 * its pod exists but is placed on *another* provider (a twin: an ambiguous create that
   succeeded after placement had moved on). The placement is what both records of it say: the
   ``vkprovider.io/provider`` annotation and the placer's in-memory record. A provider named by
-  either is never touched, and a pod with neither (placement unknown) is left alone.
+  either is never touched, and a pod with neither (placement unknown) is left alone. A copy is a
+  twin only when a claimed provider really holds *another* copy: an annotation can be stale (a
+  restart-redeploy on q whose annotation write had not landed still names p), and then the copy
+  on q is the pod's only one.
 
 Only a term whose caches are synced may collect (a stale cache would make live pods look
 gone), pods a worker holds right now are skipped (their placement may be mid-change), and one
@@ -56,9 +59,17 @@ def _why_orphaned(term: Term, placer: Placer, uid: str, provider: str, pods: Map
     if (pod.get("status") or {}).get("phase") in _FINISHED:
         return "its pod has finished"
     claims = _claims(pod, placer)
-    if claims and provider not in claims:
+    if claims and provider not in claims and _claimed_copy(term, uid, claims):
         return f"its pod is placed on {'/'.join(sorted(claims))}"
     return ""
+
+
+def _claimed_copy(term: Term, uid: str, claims: set[str]) -> bool:
+    """Does a provider the placement names hold a copy of ``uid`` that its last list showed?"""
+    return any(
+        tracked.provider in claims and tracked.missing_since is None
+        for _, tracked in term.tracker.entries(uid)
+    )
 
 
 async def collect_orphans(term: Term, providers: Mapping[str, Provider], placer: Placer) -> OrphanPass:

@@ -38,7 +38,8 @@ from vkprovider.pods.context import (
     parse_time,
 )
 from vkprovider.pods.deletion import Deletion
-from vkprovider.pods.podview import is_relevant_change, placement_context, pod_once_ran, shown_restarts
+from vkprovider.pods.podview import is_relevant_change, placement_context, pod_once_ran
+from vkprovider.pods.resume import Resume, restart_done, restart_intent
 from vkprovider.pods.state import PodRecord, PodStates
 from vkprovider.pods.tracker import DeploymentTracker, Tracked
 from vkprovider.pods.update import ANNOTATION_IMAGES, InPlaceUpdate, images_of, spec_changed
@@ -82,6 +83,7 @@ class PodSync:
         self.writer = StatusWriter(self._deps)
         self.deletion = Deletion(self._deps, self.writer)
         self.updates = InPlaceUpdate(self._deps, self.writer)
+        self.resume = Resume(self._deps)  #: what an earlier term left (pods/resume.py)
 
     @property
     def known_uids(self) -> dict[str, str]:
@@ -102,8 +104,9 @@ class PodSync:
         uid = pod["metadata"]["uid"]
         record, first_sight = self.states.observe(uid, key)
         if first_sight:
-            record.restarts = shown_restarts(pod)  # a restarted service keeps counting
-            self._adopt_tracked(pod)
+            self.resume.first_sight(pod, record)
+        if (pod.get("status") or {}).get("phase") not in TERMINAL:
+            self.resume.adopt(pod, record)  # any tracked deployment placement does not know yet
         if pod["metadata"].get("deletionTimestamp"):
             return await self.deletion.deleting(pod, record)
         if (pod.get("status") or {}).get("phase") in TERMINAL:
@@ -112,25 +115,13 @@ class PodSync:
         if tracked is None:
             tracked = await self._find_existing(pod)
         if tracked is None:
+            tracked = await self.resume.find_unlisted(pod, record)
+        if tracked is None:
             return await self._create(pod, record)
+        self.resume.live(pod, record, tracked)
         return await self._reflect(pod, record, tracked)
 
     # ------------------------------------------------------------------ adoption
-
-    def _adopt_tracked(self, pod: JSON) -> None:
-        """First sight of a pod whose deployment the providers already list (restart resync):
-        restore its placement, budget share and spread slot, so they do not restart from zero."""
-        uid = pod["metadata"]["uid"]
-        tracked = self.tracker.get(uid)
-        if tracked is None:
-            return
-        self.placer.adopt(
-            uid,
-            placement_context(pod),
-            tracked.provider,
-            offer_id=tracked.status.offer_id,
-            price_per_hour=tracked.status.price_per_hour,
-        )
 
     async def _find_existing(self, pod: JSON) -> Tracked | None:
         """Ask the provider the pod says it is on (restart resync) before deploying anew."""
@@ -232,6 +223,7 @@ class PodSync:
             ANNOTATION_OFFER: placement.offer.offer_id,
             ANNOTATION_IMAGES: images_of(pod),
             ANNOTATION_KEY: annotation_value(placement.decision),
+            **restart_done(pod),  # the restart intent, if any, is honoured
         }
         tracked = self.tracker.get(uid)
         assert tracked is not None
@@ -333,9 +325,18 @@ class PodSync:
             policy == "Always" or (policy == "OnFailure" and status.phase is Phase.FAILED)
         )
         if restart:
-            record.restarts += 1
-            record.restarting = True
-            await self.writer.write(pod, status, tracked.provider, restarts=record.restarts, phase="Running")
+            if not record.restarting:  # the same exit seen again (delete in flight): counted once
+                record.restarts += 1
+                record.restarting = True
+            # The intent goes on the pod before the delete: a next term redeploys, not ProviderLost.
+            await self.writer.write(
+                pod,
+                status,
+                tracked.provider,
+                restarts=record.restarts,
+                phase="Running",
+                annotations=restart_intent(record.restarts),
+            )
             await self.deletion.delete_deployment(uid, keep_placement=True)
             pod_action(log, "restart", policy, pod=object_key(pod), uid=uid, provider=tracked.provider)
             await self.events.pod(pod, "Normal", "Restarting", f"container exited; restartPolicy {policy}")

@@ -4,6 +4,8 @@ Everything that describes the world as last seen lives here — the pod and serv
 provider tracker, the work queue, the per-pod sync state, the UID index — and a new ``Term`` is
 built for every run, so a replica that regains leadership starts from a fresh list instead of
 trusting caches (and ``synced`` flags) from a term in which another replica acted meanwhile.
+The Placer's per-pod book (placements, budget shares, spread slots, open creates) starts empty
+with each term too (``Placer.begin_term``) and is rebuilt by adoption (``pods/resume.py``).
 Nothing here does I/O until ``PodController.run`` starts its loops.
 """
 
@@ -47,6 +49,7 @@ class Term:
         settings: TermSettings,
     ) -> None:
         self.number = number
+        placer.begin_term()  # per-pod placement state is this term's: rebuilt by adoption
         self.queue = WorkQueue(
             base_delay=settings.backoff_base_seconds,
             max_delay=settings.backoff_max_seconds,

@@ -70,6 +70,7 @@ class DeploymentTracker:
         self.twins: dict[str, dict[str, Tracked]] = {}  #: UID -> provider -> a second deployment
         self._unreachable: dict[str, float] = {}
         self._streaming: set[str] = set()  #: providers whose watch stream is open
+        self._answered: set[str] = set()  #: providers whose list answered at least once (this term)
         self._wake: dict[str, asyncio.Event] = {}
         self._watch_backoff = watch_backoff
         self.polls = 0  #: provider list calls answered (one per provider per round)
@@ -89,6 +90,10 @@ class DeploymentTracker:
                 yield one, primary
             for twin in list(self.twins.get(one, {}).values()):
                 yield one, twin
+
+    def unanswered(self) -> list[str]:
+        """Providers whose list has not answered once yet: what they hold is not known here."""
+        return sorted(name for name in self._providers if name not in self._answered)
 
     def unreachable_since(self, provider: str) -> float | None:
         """Monotonic time the provider's list started failing; None while it answers."""
@@ -131,6 +136,22 @@ class DeploymentTracker:
         tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
         if self._on_status is not None:
             self._on_status(uid, provider, status)
+
+    def prefer(self, uid: str, provider: str) -> bool:
+        """Make the copy of ``uid`` on ``provider`` the primary (the current one becomes a twin).
+
+        Which list arrives first after a restart says nothing about which copy is the pod's:
+        the caller names it (the pod's placement annotation). False when ``provider`` holds no
+        second copy (nothing changes)."""
+        primary = self.deployments.get(uid)
+        if primary is None or primary.provider == provider:
+            return False
+        chosen = self._pop_twin(uid, provider)
+        if chosen is None:
+            return False
+        self.twins.setdefault(uid, {})[primary.provider] = primary
+        self.deployments[uid] = chosen
+        return True
 
     def forget(self, uid: str, provider: str | None = None) -> None:
         """Drop what is known of ``uid`` (on ``provider`` only, when given)."""
@@ -255,6 +276,7 @@ class DeploymentTracker:
             self._mark_unreachable(name)
             log.exception("listing deployments on %s crashed", name, extra={"provider": name})
             return None
+        self._answered.add(name)
         if self._unreachable.pop(name, None) is not None:
             self._notify_provider(name)
         return listed

@@ -22,6 +22,7 @@ SERVICE_ANNOTATIONS = frozenset(
         "vkprovider.io/offer",
         "vkprovider.io/images",
         "vkprovider.io/placement",
+        "vkprovider.io/restarting",
     }
 )
 

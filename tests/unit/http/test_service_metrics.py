@@ -130,8 +130,8 @@ async def test_a_standby_reports_no_state_and_a_new_term_starts_fresh(
 
     start_term(controller)  # leader again: a fresh term knows nothing until it lists
     assert samples(controller, placer, "vkprovider_pods") == {}
-    assert samples(controller, placer, "vkprovider_spend_per_hour") == {}  # placer still holds it
-    assert placer.budgets.holdings()
+    assert samples(controller, placer, "vkprovider_spend_per_hour") == {}
+    assert not placer.budgets.holdings()  # the placement book is the term's: rebuilt by adoption
     assert samples(controller, placer, "vkprovider_provider_usable") == {(("provider", "cloud"),): 1}
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vkprovider.placement.explain import ANNOTATION_KEY
+from vkprovider.pods.resume import ANNOTATION_RESTARTING
 from vkprovider.pods.sync import ANNOTATION_OFFER, ANNOTATION_PROVIDER
 from vkprovider.pods.update import ANNOTATION_IMAGES
 from vkprovider.translate import SERVICE_ANNOTATIONS, translate_pod
@@ -32,5 +33,11 @@ async def test_only_placement_controls_are_forwarded(pod: PodFactory, source: An
 
 
 def test_the_service_annotations_list_matches_what_the_pod_controller_writes() -> None:
-    written = {ANNOTATION_KEY, ANNOTATION_PROVIDER, ANNOTATION_OFFER, ANNOTATION_IMAGES}
+    written = {
+        ANNOTATION_KEY,
+        ANNOTATION_PROVIDER,
+        ANNOTATION_OFFER,
+        ANNOTATION_IMAGES,
+        ANNOTATION_RESTARTING,
+    }
     assert written == SERVICE_ANNOTATIONS
