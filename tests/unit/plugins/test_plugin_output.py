@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vkprovider.plugins.grpc.output import LineSplitter, printable
+from vkprovider.plugins.grpc.output import LineSplitter, Throttle, printable
 
 CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -55,3 +55,16 @@ def test_any_bytes_in_any_chunks_give_bounded_printable_lines(chunks: list[bytes
     for line in lines:
         assert not CONTROL.search(line)
         assert len(line) <= 6 * limit + len(" [line truncated]") or line.endswith("dropped]")
+
+
+def test_throttle_passes_a_burst_then_counts_what_it_drops() -> None:
+    now = [0.0]
+    seen: list[str] = []
+    throttle = Throttle(seen.append, rate=1.0, burst=3, clock=lambda: now[0])
+    for n in range(10):
+        throttle(f"line {n}")
+    assert seen == ["line 0", "line 1", "line 2"] and throttle.dropped == 7
+    now[0] += 1.0  # a token again: the count of the dropped, then the line
+    throttle("line 10")
+    assert seen[3:] == ["[7 lines dropped: output over 1 lines/s]", "line 10"]
+    assert throttle.dropped == 0

@@ -13,7 +13,10 @@ would never be seen to exit and never be restarted. Hence:
   gets EPIPE, not a blocked write);
 * :class:`LineSplitter` turns bytes into lines of at most ``max_bytes``: the head of a longer
   line is logged at once, the rest is counted and dropped; bytes that are not UTF-8 and control
-  characters are escaped, so a log line is always printable text.
+  characters are escaped, so a log line is always printable text;
+* :class:`Throttle` caps the lines per second that reach the log (binary output has a newline
+  every 256 bytes on average): the rest are counted, and the count is logged with the next line
+  that passes.
 """
 
 from __future__ import annotations
@@ -23,12 +26,18 @@ import contextlib
 import logging
 import os
 import re
+import time
 from collections.abc import Callable
+
+from vkprovider.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
 #: Longest log line taken from a plugin, in bytes; the rest of a longer line is dropped.
 MAX_LINE_BYTES = 4096
+#: Lines per second (and at once) one output stream of a plugin may put in the log.
+LINES_PER_SECOND = 100.0
+LINES_BURST = 1000
 
 # C0 and C1 control characters except tab, Unicode line separators and bidi overrides: a
 # terminal escape, a forged line break or reversed text in a log line is an attack.
@@ -91,6 +100,31 @@ class LineSplitter:
             out.append(printable(self._line))
         self._line.clear()
         self._dropped = 0
+
+
+class Throttle:
+    """Pass at most ``rate`` lines a second (``burst`` at once) to ``emit``; count the rest."""
+
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        rate: float = LINES_PER_SECOND,
+        burst: int = LINES_BURST,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._emit = emit
+        self._bucket = TokenBucket(rate, burst, clock=clock)
+        self.dropped = 0
+
+    def __call__(self, line: str) -> None:
+        if not self._bucket.try_acquire():
+            self.dropped += 1
+            return
+        if self.dropped:
+            self._emit(f"[{self.dropped} lines dropped: output over {self._bucket.rate:g} lines/s]")
+            self.dropped = 0
+        self._emit(line)
 
 
 class OutputPipe(asyncio.Protocol):

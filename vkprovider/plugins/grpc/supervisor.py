@@ -36,7 +36,7 @@ import grpc
 from vkprovider.errors import Transient
 from vkprovider.plugins.grpc.channel import AddressChannel, check_health, open_channel
 from vkprovider.plugins.grpc.handshake import ADDRESS_ENV, HandshakeError, is_handshake, parse_handshake
-from vkprovider.plugins.grpc.output import OutputPipe, open_output
+from vkprovider.plugins.grpc.output import OutputPipe, Throttle, open_output
 from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -204,20 +204,23 @@ class PluginSupervisor:
             os.environ, self.config.pass_env, {**self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
         )
         handshake: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        info = Throttle(
+            lambda line: log.info("plugin %s: %s", self.name, line, extra={"provider": self.name})
+        )
+        warning = Throttle(
+            lambda line: log.warning("plugin %s: %s", self.name, line, extra={"provider": self.name})
+        )
 
         def on_stdout(line: str) -> None:
-            if not handshake.done() and is_handshake(line):
+            if not handshake.done() and is_handshake(line):  # never throttled away
                 handshake.set_result(line)
             else:
-                log.info("plugin %s: %s", self.name, line, extra={"provider": self.name})
-
-        def on_stderr(line: str) -> None:
-            log.warning("plugin %s: %s", self.name, line, extra={"provider": self.name})
+                info(line)
 
         out_fd, stdout = await open_output(on_stdout)
         self._pipes.append(stdout)
         try:
-            err_fd, stderr = await open_output(on_stderr)
+            err_fd, stderr = await open_output(warning)
         except BaseException:
             os.close(out_fd)
             raise
