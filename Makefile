@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint docs go-proto test test-unit chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -66,6 +66,11 @@ chaos: install cluster-build
 
 test-unit: install
 	$(BIN)/python -m pytest -q -m "not cluster"
+
+# The unit and contract tests in a shuffled order (pytest-randomly): results must not depend on
+# test order. SEED=n replays one order (default: a new seed, printed in the header).
+test-random: install
+	$(BIN)/python -m pytest -q -p randomly $(if $(SEED),--randomly-seed=$(SEED)) -m "not cluster" tests/unit tests/contract
 
 cluster-build: install
 	@$(BIN)/python -m vkprovider.devcluster build

@@ -45,6 +45,17 @@ class InvalidRequest(ProviderError):
     code = "InvalidRequest"
 
 
+class Unsupported(InvalidRequest):
+    """This provider (or this plugin's version) does not implement what the request needs.
+
+    Final for this provider only: placement tries the next candidate, and fails the pod only
+    when every candidate refused it. A plugin built against an older API answers a method it
+    lacks with gRPC ``UNIMPLEMENTED``, which reads as this error.
+    """
+
+    code = "Unsupported"
+
+
 class NoCapacity(ProviderError):
     """The provider has no capacity for this offer now; try the next candidate and blocklist this one."""
 
@@ -81,7 +92,8 @@ class NotFound(ProviderError):
 
 
 PROVIDER_ERRORS: dict[str, type[ProviderError]] = {
-    cls.code: cls for cls in (ProviderError, InvalidRequest, NoCapacity, Transient, QuotaOrBilling, NotFound)
+    cls.code: cls
+    for cls in (ProviderError, InvalidRequest, Unsupported, NoCapacity, Transient, QuotaOrBilling, NotFound)
 }
 
 

@@ -40,7 +40,7 @@ PROVIDER_CALL_SECONDS = Histogram(
 PROVIDER_CALL_ERRORS = Counter(
     "vkprovider_provider_call_errors_total",
     "Failed provider adapter calls by provider, call and error class "
-    "(InvalidRequest, NoCapacity, Transient, QuotaOrBilling, NotFound, ProviderError, "
+    "(InvalidRequest, Unsupported, NoCapacity, Transient, QuotaOrBilling, NotFound, ProviderError, "
     "AdapterBug, Cancelled)",
     ["provider", "call", "error"],
 )
@@ -60,6 +60,7 @@ PLACEMENT_OUTCOMES = ("placed", "NoCandidates", "BudgetExceeded", "CircuitOpen",
 PROVIDER_CALLS = ("info", "probe", "offers", "deploy", "get", "list", "delete", "usage")
 ERROR_CLASSES = (
     "InvalidRequest",
+    "Unsupported",
     "NoCapacity",
     "Transient",
     "QuotaOrBilling",

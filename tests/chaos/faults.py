@@ -105,6 +105,36 @@ async def plugin_killed(rig: Rig, rng: random.Random, seconds: float) -> str:
     return f"{replica.identity}: killed plugin pids {pids}"
 
 
+async def plugin_noise(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """The leader's gRPC plugins write 1 MiB lines, binary and unterminated output
+    (``noisy_plugin.py``) while serving; then, still noisy, they are SIGKILLed, so the restart
+    passes the same noise before its handshake. The supervisor must keep reading (a plugin never
+    blocks on a full pipe), see the exit and restart it (issue 22 defect 2)."""
+    replica = await rig.leader()
+    markers = [p.with_name(p.name + ".noise") for p in rig.workdir.glob("*-plugin.yaml")]
+    for path in markers:
+        path.touch()
+    try:
+        noisy = replica.children()
+        for pid in noisy:
+            rig.signal_pid(pid, signal.SIGUSR1)
+        await asyncio.sleep(seconds / 2)
+        for pid in noisy:
+            rig.signal_pid(pid, signal.SIGUSR1)  # more while the first burst may still be read
+            rig.signal_pid(pid, signal.SIGKILL)
+
+        async def restarted() -> bool:
+            return bool(replica.children()) and not set(replica.children()) & set(noisy)
+
+        if not await rig.wait_for(restarted, timeout=60):
+            raise AssertionError(f"plugin pids {noisy} killed mid-noise were not restarted in 60s")
+        await asyncio.sleep(seconds / 2)
+    finally:
+        for path in markers:
+            path.unlink(missing_ok=True)
+    return f"{replica.identity}: noise from plugin pids {noisy}, killed, restarted as {replica.children()}"
+
+
 async def serve_sigkill(rig: Rig, rng: random.Random, seconds: float) -> str:
     """SIGKILL a replica (the leader two times in three) at a random point of the churn, possibly
     with creates and deletes in flight, and start it again after 0-3 s."""
@@ -267,6 +297,7 @@ FAULTS: dict[str, Fault] = {
     "capacity-exhausted": capacity_exhausted,
     "provider-outage": provider_outage,
     "plugin-killed": plugin_killed,
+    "plugin-noise": plugin_noise,
     "serve-sigkill": serve_sigkill,
     "watch-cut": watch_cut,
     "apiserver-killed": apiserver_killed,

@@ -22,10 +22,10 @@ import yaml
 
 
 def plugin_command(name: str, settings: Path) -> list[str]:
+    """``vkprovider plugin serve`` through ``noisy_plugin.py`` (the ``plugin-noise`` fault's hook)."""
     return [
         sys.executable,
-        "-m",
-        "vkprovider",
+        str(Path(__file__).with_name("noisy_plugin.py")),
         "plugin",
         "serve",
         "fakecloud",

@@ -1,7 +1,8 @@
 """The small chaos run (part of ``make test``, about 3 minutes): provider 5xx, 429 with
-Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed,
-``vkprovider serve`` SIGKILLed and watches cut, the leader SIGKILLed inside restart windows,
-during a provider outage and with stale placement annotations, under steady churn. Then the invariants.
+Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed
+or spewing 1 MiB lines and binary output, ``vkprovider serve`` SIGKILLed and watches cut, the
+leader SIGKILLed inside restart windows, during a provider outage and with stale placement
+annotations, under steady churn. Then the invariants.
 
 Replay a run with ``VKPROVIDER_CHAOS_SEED=<seed printed> pytest -s tests/chaos/test_chaos_small.py``.
 """
@@ -29,6 +30,7 @@ PLAN = Plan(
         "lost-deployments",
         "capacity-exhausted",
         "plugin-killed",
+        "plugin-noise",
         "serve-sigkill",
         "watch-cut",
         # state across terms (issue 22)

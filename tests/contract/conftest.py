@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vkprovider.contract.fixtures import node, provider, variant
+from vkprovider.contract.fixtures import harness_active, node, provider, variant
 from vkprovider.contract.harness import Harness
 
-__all__ = ["node", "provider", "variant"]
+__all__ = ["harness_active", "node", "provider", "variant"]
 
 HERE = Path(__file__).parent
 HARNESSES = sorted(p.stem for p in HERE.glob("harness_*.py"))

@@ -11,6 +11,7 @@ in-process and gRPC variants run; the plugin-subprocess variant is skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import importlib.util
 import itertools
@@ -209,6 +210,11 @@ class RunPodHarness(Harness):
     def __init__(self, fake: FakeRunPod) -> None:
         self.fake = fake
 
+    def active(self) -> contextlib.AbstractContextManager[object]:
+        """The respx router, started around each test only: it patches httpx process-wide and its
+        catch-all pass-through would take every other test's requests to the real network."""
+        return self.fake.router
+
     def settings(self) -> dict[str, Any]:
         return {"base_url": BASE, "api_key": "contract-test-key", "log_idle_seconds": 0.5}
 
@@ -252,6 +258,4 @@ class RunPodHarness(Harness):
 
 @asynccontextmanager
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    fake = FakeRunPod()
-    with fake.router:
-        yield RunPodHarness(fake)
+    yield RunPodHarness(FakeRunPod())  # its router is started per test: RunPodHarness.active

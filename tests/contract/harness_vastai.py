@@ -11,6 +11,7 @@ plugin-subprocess variant is skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import itertools
 import json
@@ -199,6 +200,11 @@ class VastAiHarness(Harness):
     def __init__(self, fake: FakeVast) -> None:
         self.fake = fake
 
+    def active(self) -> contextlib.AbstractContextManager[object]:
+        """The respx router, started around each test only: it patches httpx process-wide and its
+        catch-all pass-through would take every other test's requests to the real network."""
+        return self.fake.router
+
     def settings(self) -> dict[str, Any]:
         return {"base_url": BASE, "api_key": "contract-test-key", "log_fetch_interval_seconds": 0.05}
 
@@ -238,6 +244,4 @@ class VastAiHarness(Harness):
 
 @asynccontextmanager
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    fake = FakeVast()
-    with fake.router:
-        yield VastAiHarness(fake)
+    yield VastAiHarness(FakeVast())  # its router is started per test: VastAiHarness.active

@@ -25,7 +25,14 @@ from vkprovider.plugins import api
 DOC = Path("docs/plugin-api.md")
 PROTOCOLS = (api.Provider, api.SupportsLogs, api.SupportsWatch, api.SupportsMetrics)
 LABELS = ("LABEL_POD_UID", "LABEL_NODE_NAME", "LABEL_POD_NAMESPACE", "LABEL_POD_NAME")
-ERRORS = (api.InvalidRequest, api.NoCapacity, api.Transient, api.QuotaOrBilling, api.NotFound)
+ERRORS = (
+    api.InvalidRequest,
+    api.Unsupported,
+    api.NoCapacity,
+    api.Transient,
+    api.QuotaOrBilling,
+    api.NotFound,
+)
 IDENTITY = """\
 ## Pod identity: `request.tags()`, not `request.labels`
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -94,6 +94,18 @@ async def provider(
         supervised = guard(GrpcProvider(name, supervisor, call_timeout=CALL_TIMEOUT))
         yield supervised
         await supervised.close()
+
+
+@pytest.fixture(autouse=True)
+def harness_active(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``harness.active()`` around each test that uses the harness, and only then: process-wide
+    mocks (a respx router) must not outlive the test and answer another test's requests."""
+    if "harness" not in request.fixturenames:
+        yield
+        return
+    harness: Harness = request.getfixturevalue("harness")
+    with harness.active():
+        yield
 
 
 @pytest.fixture

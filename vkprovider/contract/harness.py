@@ -13,6 +13,12 @@ through ``serve_adapter`` on a unix socket, and through the real plugin supervis
 object, so they work for every variant. A knob that an adapter cannot offer raises
 ``NotImplementedError`` (the default) and the tests that need it are skipped.
 
+A backend that patches the test process itself (a respx router patches httpx for every client
+in the process) must not be left started for the session: the harness is session-scoped, and a
+router with a catch-all route would answer, or pass to the real network, every other test's
+requests. Such a harness starts it in :meth:`Harness.active`, which the suite enters around each
+test that uses the harness, instead of in its factory.
+
 A plugin in another language (Go, Rust, Node, ...) sets ``adapter = ""`` and overrides
 :meth:`Harness.plugin_command` to return its own ``[binary, args...]``: only the subprocess
 variant runs, through the same supervisor the service uses, against the same tests.
@@ -20,6 +26,7 @@ variant runs, through the same supervisor the service uses, against the same tes
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +73,11 @@ class Harness:
             raise NotImplementedError("set adapter or override plugin_command")
         serve = ["plugin", "serve", self.adapter, "--config", str(config_file), "--name", name]
         return [sys.executable, "-m", "vkprovider", *serve]
+
+    def active(self) -> contextlib.AbstractContextManager[object]:
+        """Process-wide state the backend needs only while a test runs (e.g. a started respx
+        router), entered around each test that uses the harness. Default: nothing."""
+        return contextlib.nullcontext()
 
     def plugin_env(self) -> dict[str, str]:
         """Extra environment for the plugin process (it does not inherit the test's environment)."""

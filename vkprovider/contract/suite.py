@@ -202,7 +202,7 @@ async def test_usage_covers_running_deployments_of_the_node_only(
 ) -> None:
     """Declaring ``metrics`` means ``usage(node)`` reports this node's running deployments (one
     entry per UID, each with figures) and never another node's. A plugin without ``metrics``
-    answers Usage UNIMPLEMENTED (read as ``InvalidRequest``)."""
+    answers Usage UNIMPLEMENTED (read as ``Unsupported``, an ``InvalidRequest``)."""
     if not (await provider.info()).capabilities.metrics:
         if isinstance(getattr(provider, "inner", provider), GrpcProvider):
             assert isinstance(provider, SupportsMetrics)

@@ -6,7 +6,11 @@ settling of an ambiguous create (DESIGN §5.4).
   ``retry``); then settle whether it was created anyway (see ``ambiguous``): adopt it, or the
   next candidate, or ``Unsettled`` when the provider cannot tell;
 * ``QuotaOrBilling`` -> disable the provider (Warning), next candidate;
-* ``InvalidRequest`` -> raised at once: the pod fails with its message.
+* ``InvalidRequest`` (and its ``Unsupported``) -> this provider refused the request: next
+  candidate (skipping the provider's other offers); the pod fails only when every candidate
+  tried refused it (:func:`refused_everywhere`). One plugin's version skew (gRPC
+  ``UNIMPLEMENTED``) or one cloud's stricter validation must not fail pods another provider
+  would run.
 
 An unexpected exception from an adapter is a contract violation; it is treated as ``Transient``.
 """
@@ -39,6 +43,22 @@ class Outcome:
     attempt: Attempt
     warning: tuple[str, str] | None  # (Event reason, message) for a Warning Event
     adopted: bool = False  # an ambiguous create had worked: the deployment is not fresh
+    refused: InvalidRequest | None = None  # the provider refused the request itself
+
+
+def refused_everywhere(refusals: list[tuple[str, InvalidRequest]]) -> InvalidRequest:
+    """The error that fails a pod every candidate refused: the one refusal as it was, or one
+    naming each provider's (its class and reason kept when they all agree)."""
+    if len(refusals) == 1:
+        return refusals[0][1]
+    errors = [exc for _, exc in refusals]
+    kinds = {type(exc) for exc in errors}
+    reasons = {exc.reason for exc in errors}
+    cls = kinds.pop() if len(kinds) == 1 else InvalidRequest
+    each = "; ".join(f"{name}: {exc.message}" for name, exc in refusals)
+    return cls(
+        f"every candidate refused the pod ({each})", reason=reasons.pop() if len(reasons) == 1 else None
+    )
 
 
 class Failover:
@@ -65,7 +85,7 @@ class Failover:
         """Deploy ``request`` on ``name`` with ``offer``; react to the error class.
 
         The create is an open question until its answer settles it (see ``ambiguous``); raises
-        ``InvalidRequest`` (fail the pod) and ``Unsettled`` (retry the pod later)."""
+        ``Unsettled`` (retry the pod later); a refusal (``InvalidRequest``) is ``Outcome.refused``."""
         uid, oid = request.uid, offer.offer_id
         placed = request.model_copy(
             update={
@@ -87,7 +107,8 @@ class Failover:
                     return Outcome(settled.status, attempt, None, adopted=True)
             self._open.close(uid, name)
             if isinstance(exc, InvalidRequest):
-                raise
+                warning = ("ProviderRefused", f"{name}/{oid}: {exc.message}; trying next")
+                return Outcome(None, Attempt(name, oid, exc.code, exc.message), warning, refused=exc)
             if isinstance(exc, NoCapacity):
                 self._blocklist.add(name, offer.gpu_type, offer.region, exc.message)
                 warning = ("ProviderNoCapacity", f"{name}/{oid}: {exc.message}; trying next")

@@ -19,7 +19,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from vkprovider.errors import VkProviderError
+from vkprovider.errors import InvalidRequest, VkProviderError
 from vkprovider.metrics import PLACEMENT_SECONDS
 from vkprovider.models import DeploymentRequest, DeploymentStatus, ProviderInfo
 from vkprovider.placement.ambiguous import OpenCreates, Settled
@@ -29,7 +29,7 @@ from vkprovider.placement.catalog import Catalog
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.constraints import effective_need, parse_constraints
 from vkprovider.placement.explain import no_candidates_message
-from vkprovider.placement.failover import Failover
+from vkprovider.placement.failover import Failover, refused_everywhere
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.placement.observe import Observer
 from vkprovider.placement.rank import RankInputs, rank_offers
@@ -199,7 +199,8 @@ class Placer:
         """Place the pod: settle earlier ambiguous creates, rank, then try candidates in order.
 
         Raises :class:`~vkprovider.placement.ambiguous.Unsettled` (``Transient``) when a create
-        may have succeeded somewhere and that provider cannot confirm it yet. Its latency is
+        may have succeeded somewhere and that provider cannot confirm it yet, and
+        ``InvalidRequest`` (fail the pod) only when every candidate tried refused it. Its latency is
         recorded by outcome: ``placed``, the ``NotPlaced`` reason, or the error class."""
         started, outcome = time.perf_counter(), "Cancelled"
         try:
@@ -239,11 +240,14 @@ class Placer:
                 warnings=warnings,
             )
         attempts: list[Attempt] = []
+        refusals: list[tuple[str, InvalidRequest]] = []
         calls = 0
         for cand in decision.candidates:
             if calls >= self.config.max_attempts:
                 break
             offer, name = cand.offer, cand.provider
+            if any(name == refused for refused, _ in refusals):
+                continue  # it refused this very request: its other offers would too
             if not cand.current and (
                 self.health.disabled(name)
                 or self.blocklist.is_blocked(block_key(name, offer.gpu_type, offer.region))
@@ -262,6 +266,8 @@ class Placer:
             attempts.append(outcome.attempt)
             if outcome.warning is not None:
                 warnings.append(outcome.warning)
+            if outcome.refused is not None:
+                refusals.append((name, outcome.refused))
             if (status := outcome.status) is not None:
                 self._commit(uid, cand)
                 fresh = not cand.current and not outcome.adopted
@@ -270,6 +276,8 @@ class Placer:
                 final = replace(decision, chosen=cand, attempts=tuple(attempts))
                 return Placement(name, offer, status, final, warnings)
             self._reserver.undo(held)
+        if refusals and len(refusals) == calls:  # nobody would take it as written: fail the pod
+            raise refused_everywhere(refusals)
         final = replace(decision, attempts=tuple(attempts))
         tried = "; ".join(f"{a.provider}/{a.offer_id}: {a.outcome}" for a in attempts) or "none usable"
         reason = "AllProvidersFailed"

@@ -17,9 +17,9 @@ reference is docs/plugin-api.md):
   (``DeploymentRequest.tags()`` holds the labels to attach).
 * ``get`` of an unknown UID MUST raise :class:`NotFound`.
 * Failures MUST be raised as one of the error classes below, never as bare exceptions:
-  ``InvalidRequest`` (will never work), ``NoCapacity`` (try elsewhere), ``Transient`` (retry,
-  optionally after ``retry_after`` seconds), ``QuotaOrBilling`` (stop using this provider),
-  ``NotFound``.
+  ``InvalidRequest`` (will never work), ``Unsupported`` (this provider cannot do it; another
+  may), ``NoCapacity`` (try elsewhere), ``Transient`` (retry, optionally after ``retry_after``
+  seconds), ``QuotaOrBilling`` (stop using this provider), ``NotFound``.
 
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
@@ -43,6 +43,7 @@ from vkprovider.errors import (
     ProviderError,
     QuotaOrBilling,
     Transient,
+    Unsupported,
 )
 from vkprovider.gpus import gpu_memory_gb, normalize_gpu
 from vkprovider.models import (
@@ -125,6 +126,7 @@ __all__ = [
     "TokenBucket",
     "Transient",
     "UidLocks",
+    "Unsupported",
     "error_body",
     "error_for_status",
     "gpu_memory_gb",

@@ -49,7 +49,9 @@ from vkprovider.translate import MissingReference, ObjectSource, translate_pod
 log = logging.getLogger(__name__)
 
 #: Placement warnings that mean "this candidate refused, the next one was tried".
-FAILOVER_REASONS = frozenset({"ProviderNoCapacity", "ProviderCreateFailed", "ProviderDisabled"})
+FAILOVER_REASONS = frozenset(
+    {"ProviderNoCapacity", "ProviderCreateFailed", "ProviderDisabled", "ProviderRefused"}
+)
 
 #: The kubelet's waiting reason for a container whose ConfigMap/Secret reference cannot be resolved.
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from placement_support import Clock, MemProvider, offer, placer_for, request
 
-from vkprovider.errors import InvalidRequest, NoCapacity, QuotaOrBilling, Transient, Unschedulable
+from vkprovider.errors import (
+    InvalidRequest,
+    NoCapacity,
+    QuotaOrBilling,
+    Transient,
+    Unschedulable,
+    Unsupported,
+)
 from vkprovider.placement import NotPlaced, PlacementConfig, Placer, PodContext
 from vkprovider.placement.blocklist import block_key
 
@@ -99,12 +106,52 @@ async def test_quota_or_billing_disables_provider_with_a_warning() -> None:
     assert placer.rank(request("u2"), CTX).candidates[0].provider == "cheap"
 
 
-async def test_invalid_request_fails_at_once() -> None:
-    cheap, mid, dear = three(cheap=[InvalidRequest("image name invalid")])
+async def test_one_providers_refusal_tries_the_next_candidate() -> None:
+    """One plugin's version skew (UNIMPLEMENTED reads as ``Unsupported``) or one cloud's own
+    validation must not fail a pod that another provider runs."""
+    cheap, mid, dear = three(cheap=[Unsupported("Deploy: method not implemented")])
+    cheap.catalog.append(offer("cheap", "c2", 1.5, region="eu"))  # skipped: cheap refused the request
     placer: Any = await placer_for(cheap, mid, dear)
-    with pytest.raises(InvalidRequest, match="image name invalid"):
+    placed = await placer.deploy(request(), CTX)
+    assert placed.provider == "mid" and len(cheap.deploy_calls) == 1
+    assert [a.outcome for a in placed.decision.attempts] == ["Unsupported", "ok"]
+    assert [w[0] for w in placed.warnings] == ["ProviderRefused"]
+    assert not placer.health.disabled("cheap")  # a refusal is about the request, not the provider
+
+
+async def test_pod_fails_only_when_every_candidate_refused_it() -> None:
+    cheap, mid, dear = three(
+        cheap=[InvalidRequest("image name invalid")],
+        mid=[InvalidRequest("bad image", reason="InvalidImageName")],
+        dear=[Unsupported("no such method")],
+    )
+    placer: Any = await placer_for(cheap, mid, dear)
+    with pytest.raises(InvalidRequest) as info:
         await placer.deploy(request(), CTX)
-    assert mid.deploy_calls == []
+    assert type(info.value) is InvalidRequest and info.value.reason == "InvalidRequest"
+    assert "cheap: image name invalid" in info.value.message and "dear: no such method" in info.value.message
+    assert [len(p.deploy_calls) for p in (cheap, mid, dear)] == [1, 1, 1]
+
+
+async def test_every_candidate_unsupported_keeps_the_class_and_reason() -> None:
+    cheap, mid, dear = three(cheap=[Unsupported("a")], mid=[Unsupported("b")], dear=[Unsupported("c")])
+    with pytest.raises(Unsupported) as info:
+        await (await placer_for(cheap, mid, dear)).deploy(request(), CTX)
+    assert info.value.reason == "Unsupported"
+
+
+async def test_a_refusal_among_other_failures_keeps_the_pod_pending() -> None:
+    cheap, mid, dear = three(cheap=[InvalidRequest("x")], mid=[NoCapacity("y")], dear=[NoCapacity("z")])
+    with pytest.raises(NotPlaced) as info:
+        await (await placer_for(cheap, mid, dear)).deploy(request(), CTX)
+    assert info.value.reason == "AllProvidersFailed"
+
+
+async def test_a_single_refusal_fails_the_pod_with_it_as_it_was() -> None:
+    only = MemProvider("only", [offer("only", "o1", 1.0)], [InvalidRequest("no", reason="InvalidImageName")])
+    with pytest.raises(InvalidRequest) as info:
+        await (await placer_for(only)).deploy(request(), CTX)
+    assert (info.value.message, info.value.reason) == ("no", "InvalidImageName")
 
 
 async def test_invalid_annotation_fails_at_once() -> None:

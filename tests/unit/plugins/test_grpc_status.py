@@ -5,12 +5,21 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from vkprovider.errors import InvalidRequest, NoCapacity, NotFound, ProviderError, QuotaOrBilling, Transient
+from vkprovider.errors import (
+    InvalidRequest,
+    NoCapacity,
+    NotFound,
+    ProviderError,
+    QuotaOrBilling,
+    Transient,
+    Unsupported,
+)
 from vkprovider.plugins._generated import provider_pb2 as pb
 from vkprovider.plugins.grpc.status import DETAILS_KEY, decode_error, encode_error
 
 EXPECTED = [
     (InvalidRequest("bad image"), grpc.StatusCode.INVALID_ARGUMENT),
+    (Unsupported("no volumes here"), grpc.StatusCode.UNIMPLEMENTED),
     (NoCapacity("sold out"), grpc.StatusCode.RESOURCE_EXHAUSTED),
     (Transient("503", retry_after=2.5), grpc.StatusCode.UNAVAILABLE),
     (QuotaOrBilling("over quota"), grpc.StatusCode.FAILED_PRECONDITION),
@@ -47,6 +56,7 @@ def test_detail_wins_over_the_status_code() -> None:
         (grpc.StatusCode.FAILED_PRECONDITION, QuotaOrBilling),
         (grpc.StatusCode.PERMISSION_DENIED, QuotaOrBilling),
         (grpc.StatusCode.NOT_FOUND, NotFound),
+        (grpc.StatusCode.UNIMPLEMENTED, Unsupported),  # version skew: the next provider may have it
         (grpc.StatusCode.DEADLINE_EXCEEDED, Transient),
         (grpc.StatusCode.INTERNAL, Transient),
         (grpc.StatusCode.UNKNOWN, Transient),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -11,13 +12,16 @@ import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 from plugin_fixtures import TinyProvider
 
 from vkprovider.config import GrpcPluginConfig
 from vkprovider.plugins.api import Transient
+from vkprovider.plugins.grpc import supervisor as supervisor_module
 from vkprovider.plugins.grpc.client import GrpcProvider
 from vkprovider.plugins.grpc.handshake import ADDRESS_ENV
+from vkprovider.plugins.grpc.output import MAX_LINE_BYTES
 from vkprovider.plugins.grpc.server import serve_adapter
 from vkprovider.plugins.grpc.supervisor import PluginSupervisor
 
@@ -155,3 +159,106 @@ async def test_sidecar_address_is_dialled_and_health_checked(closing: list[Plugi
         dead = PluginSupervisor("side", GrpcPluginConfig(address=server.address), start_timeout=0.5)
         closing.append(dead)
         await dead.start()
+
+
+# ---- output that is not polite text: long lines, no newline, binary (issue 22, defect 2) ----
+
+#: What a noisy plugin writes: two 1 MiB lines, binary with control bytes, a line with no end.
+NOISE = """
+    import os
+    def noise(fd):
+        os.write(fd, b"x" * (1 << 20) + b"\\n")
+        os.write(fd, bytes(range(256)) + b"\\x1b[31mred\\n")
+        os.write(fd, b"y" * (1 << 20) + b"\\n")
+        os.write(fd, b"\\xff\\xfe no newline" * 1000)
+"""
+
+
+def noisy_plugin(tmp_path: Path, *, before: str = "", after: str = "") -> list[str]:
+    """A TinyProvider plugin that runs ``before`` ahead of its handshake and ``after`` behind it."""
+    return python(
+        NOISE
+        + f"""
+    import asyncio
+    from plugin_fixtures import TinyProvider
+    from vkprovider.plugins.grpc.server import serve_adapter
+    async def main():
+        server = await serve_adapter(TinyProvider("t", TinyProvider.Settings(url="u")), "unix:{tmp_path}/s.sock")
+        {before}
+        os.write(1, b"\\nvkprovider-plugin|1|" + server.address.encode() + b"\\n")
+        {after}
+        await asyncio.sleep(600)
+    asyncio.run(main())
+    """
+    )
+
+
+def plugin_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("plugin plug: ")]
+
+
+async def test_noise_before_the_handshake_neither_stops_the_start_nor_floods_the_log(
+    closing: list[PluginSupervisor], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="vkprovider.plugins.grpc.supervisor")
+    command = noisy_plugin(tmp_path, before="noise(1); noise(2)")
+    sup = supervisor(closing, command, backoff_initial=0.05)
+    async with asyncio.timeout(30):
+        assert (await GrpcProvider("plug", sup, call_timeout=30).info()).adapter == "tiny"
+    assert sup.restarts == 0
+    lines = plugin_lines(caplog)
+    assert max(len(line) for line in lines) < 4 * MAX_LINE_BYTES + 100  # bounded (escapes are 4 chars)
+    assert sum("[line truncated]" in line for line in lines) >= 4  # 2 long lines x stdout, stderr
+    assert any(r"\x00\x01\x02" in line for line in lines)  # binary is escaped, not logged raw
+    assert any(r"\x1b[31mred" in line for line in lines)  # a terminal escape too
+
+
+async def test_plugin_killed_after_flooding_its_pipes_is_restarted(
+    closing: list[PluginSupervisor], tmp_path: Path
+) -> None:
+    written = tmp_path / "written"
+    after = f"noise(1); noise(2); noise(2); open({str(written)!r}, 'w').close()"
+    sup = supervisor(closing, noisy_plugin(tmp_path, after=after), backoff_initial=0.05)
+    provider = GrpcProvider("plug", sup, call_timeout=30)
+    async with asyncio.timeout(30):
+        await provider.info()
+        while not written.exists():  # the plugin is never blocked on a full pipe
+            await asyncio.sleep(0.05)
+        first = sup.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        while True:  # the supervisor sees the exit and restarts it
+            try:
+                await provider.info()
+            except Transient:
+                await asyncio.sleep(0.05)
+                continue
+            if sup.pid != first:
+                break
+            await asyncio.sleep(0.05)
+    assert sup.restarts == 1 and sup.pid is not None
+
+
+async def test_an_unexpected_error_before_the_handshake_is_a_restart_not_the_end(
+    closing: list[PluginSupervisor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real, calls = supervisor_module.open_channel, []
+
+    def failing_once(address: str) -> grpc.aio.Channel:
+        calls.append(address)
+        if len(calls) == 1:
+            raise RuntimeError("injected")
+        return real(address)
+
+    monkeypatch.setattr(supervisor_module, "open_channel", failing_once)
+    sup = supervisor(closing, noisy_plugin(tmp_path), backoff_initial=0.05)
+    provider = GrpcProvider("plug", sup, call_timeout=30)
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                assert (await provider.info()).adapter == "tiny"
+                break
+            except Transient as exc:
+                assert "RuntimeError: injected" in str(exc)
+                await asyncio.sleep(0.05)
+    assert sup.restarts == 1 and len(calls) == 2

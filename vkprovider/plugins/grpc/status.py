@@ -19,6 +19,7 @@ from vkprovider.errors import (
     ProviderError,
     QuotaOrBilling,
     Transient,
+    Unsupported,
     provider_error_from_code,
 )
 from vkprovider.plugins._generated import provider_pb2 as pb
@@ -28,6 +29,7 @@ DETAILS_KEY = "grpc-status-details-bin"
 
 #: Error class -> status code the server sends.
 STATUS_FOR_ERROR: dict[type[ProviderError], grpc.StatusCode] = {
+    Unsupported: grpc.StatusCode.UNIMPLEMENTED,
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     NoCapacity: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Transient: grpc.StatusCode.UNAVAILABLE,
@@ -43,7 +45,7 @@ ERROR_FOR_STATUS: dict[grpc.StatusCode, type[ProviderError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: QuotaOrBilling,
     grpc.StatusCode.PERMISSION_DENIED: QuotaOrBilling,
     grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.UNIMPLEMENTED: InvalidRequest,
+    grpc.StatusCode.UNIMPLEMENTED: Unsupported,  # version skew: this plugin lacks it, another may not
 }
 
 # gRPC raises RESOURCE_EXHAUSTED itself for oversized messages; that is not "no capacity".

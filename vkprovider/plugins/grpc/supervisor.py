@@ -9,6 +9,11 @@ waits for a restart only within the caller's deadline, or fails at once while in
 Shutdown sends SIGTERM, waits ``shutdown_grace_seconds``, then SIGKILL, always to the PID we
 started, never by name. Address mode: dial ``config.address`` (a sidecar someone else runs).
 
+The plugin's output can never stop supervision: stdout and stderr are pipes of our own read by
+``output.py`` (any bytes, bounded log lines; the process's exit never waits on them), and any
+error in a launch, before or after the handshake, ends only that launch: the process is stopped
+and restarted after the backoff.
+
 The plugin does not inherit the host's environment, which holds every other provider's API key:
 it gets only what a process needs to run (:data:`BASE_ENV`, ``LC_*``, ``PYTHON*``), the host
 variables its config names in ``pass_env``, and the explicit ``env`` the host passes.
@@ -24,13 +29,14 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
 from vkprovider.errors import Transient
 from vkprovider.plugins.grpc.channel import AddressChannel, check_health, open_channel
 from vkprovider.plugins.grpc.handshake import ADDRESS_ENV, HandshakeError, is_handshake, parse_handshake
+from vkprovider.plugins.grpc.output import OutputPipe, Throttle, open_output
 from vkprovider.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -38,6 +44,8 @@ log = logging.getLogger(__name__)
 #: Host variables every plugin gets: enough to find programs, decode text and write temp files.
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "VIRTUAL_ENV")
 BASE_PREFIXES = ("LC_", "PYTHON")
+#: How long the output of a plugin that exited is still read (its last words, e.g. a traceback).
+DRAIN_SECONDS = 1.0
 
 
 def plugin_environment(
@@ -108,7 +116,7 @@ class PluginSupervisor:
         #: the command itself could not be executed (e.g. no such binary) on the last try
         self._cannot_run = False
         self._sockdir: str | None = None
-        self._log_tasks: set[asyncio.Task[None]] = set()
+        self._pipes: list[OutputPipe] = []
 
     @property
     def pid(self) -> int | None:
@@ -163,10 +171,14 @@ class PluginSupervisor:
             except PluginStartError as exc:
                 self._last_error = str(exc)
                 log.error("plugin %s failed to start: %s", self.name, exc, extra={"provider": self.name})
+            except Exception as exc:  # a bug or an OS error must not end supervision: restart
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("plugin %s: supervision error", self.name, extra={"provider": self.name})
             finally:
                 self._serving = False
                 await self._drop_channel()
                 await self._terminate()
+                await self._close_pipes()
             if self._stopping:
                 break
             if loop.time() - started >= self.stable_seconds:
@@ -191,25 +203,43 @@ class PluginSupervisor:
         env = plugin_environment(
             os.environ, self.config.pass_env, {**self.env, ADDRESS_ENV: suggested, "PYTHONUNBUFFERED": "1"}
         )
+        handshake: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        info = Throttle(
+            lambda line: log.info("plugin %s: %s", self.name, line, extra={"provider": self.name})
+        )
+        warning = Throttle(
+            lambda line: log.warning("plugin %s: %s", self.name, line, extra={"provider": self.name})
+        )
+
+        def on_stdout(line: str) -> None:
+            if not handshake.done() and is_handshake(line):  # never throttled away
+                handshake.set_result(line)
+            else:
+                info(line)
+
+        out_fd, stdout = await open_output(on_stdout)
+        self._pipes.append(stdout)
+        try:
+            err_fd, stderr = await open_output(warning)
+        except BaseException:
+            os.close(out_fd)
+            raise
+        self._pipes.append(stderr)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.config.command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
+                *self.config.command, stdin=asyncio.subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=env
             )
         except OSError as exc:
             self._cannot_run = True
             raise PluginStartError(f"cannot run {self.config.command[0]!r}: {exc}") from None
+        finally:  # the child has its copies; ours would keep the pipes open after it exits
+            os.close(out_fd)
+            os.close(err_fd)
         self._cannot_run = False
         self.process = proc
-        assert proc.stdout is not None and proc.stderr is not None
-        self._pipe_to_log(proc.stderr, logging.WARNING)
         try:
             async with asyncio.timeout(self.start_timeout):
-                address = await self._read_handshake(proc.stdout)
-                self._pipe_to_log(proc.stdout, logging.INFO)
+                address = await self._read_handshake(handshake, stdout)
                 channel = open_channel(address)
                 self._channel = channel
                 while not await check_health(channel, timeout=1.0):
@@ -225,19 +255,17 @@ class PluginSupervisor:
         self._serving = True
         self._notify()
 
-    async def _read_handshake(self, stdout: asyncio.StreamReader) -> str:
-        while True:
-            raw = await stdout.readline()
-            if not raw:
-                code = await self.process.wait() if self.process else None
-                raise PluginStartError(f"plugin exited (code {code}) before printing its handshake")
-            line = raw.decode(errors="replace").rstrip()
-            if is_handshake(line):
-                try:
-                    return parse_handshake(line).address
-                except HandshakeError as exc:
-                    raise PluginStartError(str(exc)) from None
-            log.info("plugin %s: %s", self.name, line, extra={"provider": self.name})
+    async def _read_handshake(self, handshake: asyncio.Future[str], stdout: OutputPipe) -> str:
+        """The address from the handshake line; earlier stdout lines are logged by ``on_stdout``."""
+        either: list[asyncio.Future[Any]] = [handshake, stdout.closed]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not handshake.done():  # stdout closed first: the plugin exited (or closed it)
+            code = await self.process.wait() if self.process else None
+            raise PluginStartError(f"plugin exited (code {code}) before printing its handshake")
+        try:
+            return parse_handshake(handshake.result()).address
+        except HandshakeError as exc:
+            raise PluginStartError(str(exc)) from None
 
     async def _run_until_exit(self) -> None:
         """Wait for the process to exit; kill it if it stops answering health checks."""
@@ -256,19 +284,16 @@ class PluginSupervisor:
                 if failures >= self.health_failures:
                     self._last_error = f"failed {failures} health checks"
                     log.error("plugin %s is unhealthy; killing pid %d", self.name, proc.pid)
-                    proc.kill()
+                    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                        proc.kill()
         finally:
             exited.cancel()
 
-    def _pipe_to_log(self, stream: asyncio.StreamReader, level: int) -> None:
-        async def pump() -> None:
-            while line := await stream.readline():
-                text = line.decode(errors="replace").rstrip()
-                log.log(level, "plugin %s: %s", self.name, text, extra={"provider": self.name})
-
-        task = asyncio.create_task(pump())
-        self._log_tasks.add(task)
-        task.add_done_callback(self._log_tasks.discard)
+    async def _close_pipes(self, drain_seconds: float = DRAIN_SECONDS) -> None:
+        """Close the output pipes of the last launch, after reading what the plugin left in them."""
+        pipes, self._pipes = self._pipes, []
+        for pipe in pipes:
+            await pipe.aclose(drain_seconds)
 
     async def _drop_channel(self) -> None:
         channel, self._channel = self._channel, None
@@ -305,7 +330,6 @@ class PluginSupervisor:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             await self._terminate()
-        for task in list(self._log_tasks):
-            task.cancel()
+        await self._close_pipes(drain_seconds=0)
         if self._sockdir is not None:
             shutil.rmtree(self._sockdir, ignore_errors=True)
