@@ -1,6 +1,8 @@
 """The small chaos run (part of ``make test``, about 3 minutes): provider 5xx, 429 with
 Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed,
-``vkprovider serve`` SIGKILLed and watches cut, under steady churn. Then the invariants.
+``vkprovider serve`` SIGKILLed and watches cut, lists that omit live deployments or report them
+Unknown, asynchronous deletes, under steady churn (Deployments, and Jobs whose pods are
+interrupted). Then the invariants.
 
 Replay a run with ``VKPROVIDER_CHAOS_SEED=<seed printed> pytest -s tests/chaos/test_chaos_small.py``.
 """
@@ -30,6 +32,9 @@ PLAN = Plan(
         "plugin-killed",
         "serve-sigkill",
         "watch-cut",
+        "list-omits",
+        "unknown-flapping",
+        "async-deletes",
     ],
     seconds=80,
     replicas=1,
