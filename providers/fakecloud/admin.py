@@ -225,7 +225,11 @@ async def clear_rules(request: Request) -> dict[str, bool]:
 async def stats(request: Request) -> dict[str, Any]:
     """API request counts by ``METHOD /route`` (e.g. to check that ``list`` is one call)."""
     store = _store(request)
-    return {"requests": dict(store.requests), "deployments": len(store.deployments)}
+    return {
+        "requests": dict(store.requests),
+        "deployments": len(store.deployments),
+        "glitches": dict(store.glitches),
+    }
 
 
 @admin_router.post("/outage")

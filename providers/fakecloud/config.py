@@ -47,6 +47,19 @@ class Knobs(_Strict):
     echo_input: bool = Field(
         default=False, description="refuse creates (422), quoting the request's env, files and credentials"
     )
+    # Glitches that are not failures (see glitches.py): the workload is fine, the API misreports.
+    list_omit_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share of live deployments a list answer leaves out"
+    )
+    unknown_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share of live deployments a list answer reports Unknown"
+    )
+    delete_delay_seconds: float = Field(
+        default=0.0, ge=0, description="a delete is asynchronous: still listed (and found) this long"
+    )
+    watch_max_seconds: float = Field(
+        default=0.0, ge=0, description="a watch stream ends after this; 0: never"
+    )
     paths: list[str] = Field(default=[], description="path prefixes chaos applies to; empty = all API")
     methods: list[str] = Field(default=[], description="HTTP methods chaos applies to; empty = all")
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from vkprovider.plugins.api import DeploymentRequest
 
+from .glitches import glitch_list, still_deleting
 from .lifecycle import log_lines
 from .state import ApiError, Deployment, Store
 from .wire import NODE_SELECTOR_PARAM, decode_request, parse_selector
@@ -94,13 +95,17 @@ async def list_deployments(
     request: Request, label_selector: str | None = Query(default=None, alias=NODE_SELECTOR_PARAM)
 ) -> list[dict[str, Any]]:
     store = _store(request)
-    found = store.roll_losses(store.select(_selector(label_selector)))
-    return [_status_json(store, d) for d in found]
+    selector = _selector(label_selector)
+    found = store.roll_losses(store.select(selector)) + still_deleting(store, selector)
+    return glitch_list(store, [_status_json(store, d) for d in found])
 
 
 @api_router.get("/deployments/{uid}")
 async def get_deployment(request: Request, uid: str) -> dict[str, Any]:
     store = _store(request)
+    deleting = {d.uid: d for d in still_deleting(store)}
+    if uid in deleting:  # an asynchronous delete still in flight: reported as it was
+        return _status_json(store, deleting[uid])
     deployment = store.get(uid)
     if not store.roll_losses([deployment]):
         raise ApiError(404, "NotFound", f"no deployment for pod uid {uid}")
@@ -191,7 +196,11 @@ async def watch(
     async def stream() -> AsyncIterator[bytes]:
         sent: dict[str, dict[str, Any]] = {}
         idle = 0.0
+        ends_at = store.clock() + store.knobs.watch_max_seconds if store.knobs.watch_max_seconds else None
         while True:
+            if ends_at is not None and store.clock() >= ends_at:
+                store.glitches["watch_ended"] = store.glitches.get("watch_ended", 0) + 1
+                return  # the stream simply ends (a load balancer's idle cut, a server restart)
             lines = []
             current = {d.uid: _status_json(store, d) for d in store.select(selector)}
             for uid, status in current.items():

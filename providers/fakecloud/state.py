@@ -118,6 +118,10 @@ class Store:
         #: "METHOD /route" → count of API requests served, for tests and the admin stats endpoint.
         self.requests: dict[str, int] = {}
         self.rules = Rules()
+        #: pod UID → (deployment, monotonic time it is gone): deletes in flight (glitches.py)
+        self.deleting: dict[str, tuple[Deployment, float]] = {}
+        #: glitch name → times injected (list omissions, Unknown reports, watches ended)
+        self.glitches: dict[str, int] = {}
         self._ids = itertools.count(1)
         self.reset(config.seed)
 
@@ -127,6 +131,8 @@ class Store:
         self.offers = {e.id: OfferState(e, e.capacity) for e in self.config.catalog}
         self.deployments.clear()
         self.lost.clear()
+        self.deleting.clear()
+        self.glitches.clear()
         self.requests.clear()
         self.rules.clear()
         self.ledger.clear()
@@ -231,6 +237,8 @@ class Store:
             offer.capacity += 1
         if lost:
             self.lost[uid] = deployment.labels
+        elif self.knobs.delete_delay_seconds > 0:  # asynchronous: still reported for a while
+            self.deleting[uid] = (deployment, self.clock() + self.knobs.delete_delay_seconds)
         return True
 
     def _close_bill(self, deployment: Deployment, reason: str) -> None:

@@ -288,6 +288,38 @@ async def stale_annotation_at_restart(rig: Rig, rng: random.Random, seconds: flo
     return f"{replica.identity} restarted; stale annotations on {staled}"
 
 
+# --- API glitches that are not failures (issue 22; fakecloud's glitches.py) ------------------
+# The workloads are fine; the cloud's API misreports them. Each also ends watch streams every
+# 2 s, so the service relists often and the glitched lists really reach it. Invariants: nothing
+# is lost (no ProviderLost: no cloud lost anything), restartCount is not inflated, and no
+# interrupted pod is counted as a Job completion.
+
+
+async def list_omits(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """List answers leave out live deployments (each with probability 0.3, per list)."""
+    return await _knobs(rig, rng.choice(rig.cloud_names), seconds, list_omit_rate=0.3, watch_max_seconds=2.0)
+
+
+async def unknown_flapping(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """List answers report live deployments ``Unknown`` now and then; ``get`` tells the truth."""
+    return await _knobs(rig, rng.choice(rig.cloud_names), seconds, unknown_rate=0.3, watch_max_seconds=2.0)
+
+
+async def async_deletes(rig: Rig, rng: random.Random, seconds: float) -> str:
+    """Deletes are only accepted: the deployment is still listed (and found) for 4 s, as with a
+    remote Kubernetes (restarts, graceful deletions and interrupted Job pods meet it)."""
+    return await _knobs(rig, rng.choice(rig.cloud_names), seconds, delete_delay_seconds=4.0)
+
+
+#: the knobs the glitch faults above turn, all reset by ``Rig.clear_all``
+GLITCH_KNOBS = {
+    "list_omit_rate": 0.0,
+    "unknown_rate": 0.0,
+    "delete_delay_seconds": 0.0,
+    "watch_max_seconds": 0.0,
+}
+
+
 FAULTS: dict[str, Fault] = {
     "provider-5xx": provider_5xx,
     "rate-limit-429": rate_limit_429,
@@ -306,4 +338,7 @@ FAULTS: dict[str, Fault] = {
     "restart-in-restart-window": restart_in_restart_window,
     "restart-during-outage": restart_during_outage,
     "stale-annotation-at-restart": stale_annotation_at_restart,
+    "list-omits": list_omits,
+    "unknown-flapping": unknown_flapping,
+    "async-deletes": async_deletes,
 }

@@ -31,3 +31,6 @@ class Invariants:
 
     async def test_no_supervised_loop_of_the_service_crashed(self, run: Report) -> None:
         invariants.no_loop_crash(run)
+
+    async def test_no_interrupted_pod_is_counted_as_a_job_completion(self, run: Report) -> None:
+        invariants.no_interrupted_completion(run)

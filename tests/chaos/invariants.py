@@ -38,3 +38,9 @@ def no_crash(run: Report) -> None:
 
 def no_loop_crash(run: Report) -> None:
     assert not run.loop_crashes, "\n".join(f.text for f in run.loop_crashes)
+
+
+def no_interrupted_completion(run: Report) -> None:
+    """No interrupted pod is ever counted as a Job completion (issue 22): every Succeeded pod
+    has a provider-reported exit 0."""
+    assert not run.miscounted, "\n".join(f.text for f in run.miscounted)

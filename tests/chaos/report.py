@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from vkprovider_fakecloud.ledger import LedgerEntry, overlaps
 
+from tests.chaos import jobs
 from tests.chaos.rig import Rig, Window
 
 JSON = dict[str, Any]
@@ -48,6 +49,8 @@ class Report:
     crashes: list[str] = field(default_factory=list)
     loop_crashes: list[Finding] = field(default_factory=list)
     unconverged: list[str] = field(default_factory=list)
+    #: Succeeded pods without a cloud-reported exit 0, Jobs counting more completions (jobs.py)
+    miscounted: list[Finding] = field(default_factory=list)
     table: str = ""
     ledger_entries: int = 0
     #: informational: deployments that billed on > BILL_TAIL_SECONDS after their pod was gone
@@ -65,6 +68,7 @@ class Report:
             *_section("pods lost", [f.text for f in self.lost]),
             *_section("orphaned deployments", [f.text for f in self.orphans]),
             *_section("UIDs with two live deployments", [f.text for f in self.duplicates]),
+            *_section("interrupted pods counted as Job completions", [f.text for f in self.miscounted]),
             *_section("keys stuck in the queue", self.stuck_queue),
             *_section("secret values in logs/Events", self.secret_leaks),
             *_section("service exits nobody caused", self.crashes),
@@ -189,6 +193,7 @@ async def collect(rig: Rig) -> Report:
                     )
                 )
 
+    report.miscounted = await jobs.miscounted_completions(rig, entries)
     report.stuck_queue = await _queue_drains(rig)
     report.secret_leaks = await _secret_leaks(rig)
     for replica in rig.replicas:
@@ -288,10 +293,19 @@ async def _secret_leaks(rig: Rig) -> list[str]:
 
 
 def table(rig: Rig, report: Report) -> str:
-    """fault x times injected x pods affected x lost / orphaned / duplicated."""
+    """fault x times injected x pods affected x lost / orphaned / duplicated / miscounted Job
+    completions."""
     windows = [*rig.windows, *(Window(DIED, d.at, d.restarted_at or d.at, d.component) for d in rig.deaths)]
     kinds = sorted({w.kind for w in windows})
-    empty = {"times": 0, "pods": set(), "lost": 0, "orphaned": 0, "duplicated": 0, "crashes": 0}
+    empty = {
+        "times": 0,
+        "pods": set(),
+        "lost": 0,
+        "orphaned": 0,
+        "duplicated": 0,
+        "miscounted": 0,
+        "crashes": 0,
+    }
     rows = {k: copy.deepcopy(empty) for k in [*kinds, "churn only"]}
     for window in windows:
         row = rows[window.kind]
@@ -309,6 +323,7 @@ def table(rig: Rig, report: Report) -> str:
         ("lost", report.lost),
         ("orphaned", report.orphans),
         ("duplicated", report.duplicates),
+        ("miscounted", report.miscounted),
         ("crashes", report.loop_crashes),
     ):
         for finding in findings:
@@ -317,13 +332,13 @@ def table(rig: Rig, report: Report) -> str:
     rows["churn only"]["times"] = sum(rig.churn.values())
     header = (
         f"{'fault':<20} {'injected':>8} {'pods':>5} {'lost':>5} {'orphaned':>8} {'duplicated':>10} "
-        f"{'loop crashes':>12}"
+        f"{'miscounted':>10} {'loop crashes':>12}"
     )
     lines = [header, "-" * len(header)]
     for kind, row in rows.items():
         lines.append(
             f"{kind:<20} {row['times']:>8} {len(row['pods']):>5} {row['lost']:>5} "
-            f"{row['orphaned']:>8} {row['duplicated']:>10} {row['crashes']:>12}"
+            f"{row['orphaned']:>8} {row['duplicated']:>10} {row['miscounted']:>10} {row['crashes']:>12}"
         )
     churn = ", ".join(f"{k} {v}" for k, v in sorted(rig.churn.items()))
     lines.append(f"(churn only: all pods of the run; injected = churn actions: {churn})")

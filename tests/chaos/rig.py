@@ -23,8 +23,8 @@ import yaml
 from vkprovider_fakecloud.config import parse_config
 from vkprovider_fakecloud.server import FakeCloudServer
 
-from tests.chaos import controlplane
-from tests.chaos.faults import FAULTS
+from tests.chaos import controlplane, jobs
+from tests.chaos.faults import FAULTS, GLITCH_KNOBS
 from tests.chaos.proxy import TcpProxy
 from tests.chaos.serve import Replica, plugin_command, write_config
 from vkprovider.devcluster import Cluster
@@ -67,6 +67,8 @@ class PodTrace:
     phase: str = ""
     reason: str = ""
     unexplained_failure_at: float | None = None  #: first sample Failed without a reason
+    job: str = ""  #: the Job it belongs to (label ``job-name``), if any
+    succeeded_at: float | None = None  #: first sample Succeeded (jobs.py: was it a real exit 0?)
 
 
 @dataclass
@@ -265,6 +267,7 @@ class Rig:
             asyncio.create_task(self._churn(random.Random(f"{self.seed}/churn"))),
             asyncio.create_task(self._sample()),
             asyncio.create_task(self._watch_replicas()),
+            asyncio.create_task(jobs.churn_jobs(self, random.Random(f"{self.seed}/jobs"), self._stop)),
         ]
         rng = random.Random(f"{self.seed}/faults")
         provoke = random.Random(f"{self.seed}/provoke")
@@ -296,6 +299,8 @@ class Rig:
             self.note("faults over; settling")
             converged = await self.wait_for(self.converged, timeout=self.plan.settle_timeout)
             self.note(f"settle: {'converged' if converged else 'DID NOT converge'}")
+            done = await self.wait_for(lambda: jobs.jobs_finished(self), timeout=self.plan.settle_timeout)
+            self.note(f"jobs: {'all finished' if done else 'NOT all finished'}")
             await asyncio.sleep(3 * 5.0)  # orphan GC period (5 s) at least twice after convergence
             await self.wait_for(self.converged, timeout=60)
         finally:
@@ -314,6 +319,7 @@ class Rig:
                 "timeout_rate": 0.0,
                 "ambiguous_create_rate": 0.0,
                 "loss_rate": 0.0,
+                **GLITCH_KNOBS,
             }
             await self.admin(cloud, "PATCH", "/knobs", json=knobs)
             await self.restore_capacity(cloud)
@@ -399,6 +405,9 @@ class Rig:
                 trace.reason = pod["status"].get("reason", "")
                 if trace.phase == "Failed" and not trace.reason and trace.unexplained_failure_at is None:
                     trace.unexplained_failure_at = now
+                trace.job = (pod["metadata"].get("labels") or {}).get(jobs.JOB_LABEL, "")
+                if trace.phase == "Succeeded" and trace.succeeded_at is None:
+                    trace.succeeded_at = now
             await asyncio.sleep(1.0)
 
     def _live_uids(self, cloud: str) -> set[str]:

@@ -2,7 +2,8 @@
 Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed
 or spewing 1 MiB lines and binary output, ``vkprovider serve`` SIGKILLed and watches cut, the
 leader SIGKILLed inside restart windows, during a provider outage and with stale placement
-annotations, under steady churn. Then the invariants.
+annotations, lists that omit live deployments or report them Unknown, asynchronous deletes,
+under steady churn (Deployments, and Jobs whose pods are interrupted). Then the invariants.
 
 Replay a run with ``VKPROVIDER_CHAOS_SEED=<seed printed> pytest -s tests/chaos/test_chaos_small.py``.
 """
@@ -37,6 +38,9 @@ PLAN = Plan(
         "restart-in-restart-window",
         "restart-during-outage",
         "stale-annotation-at-restart",
+        "list-omits",
+        "unknown-flapping",
+        "async-deletes",
     ],
     seconds=80,
     replicas=1,

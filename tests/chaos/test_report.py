@@ -49,10 +49,12 @@ def test_table_attributes_each_violation_to_the_fault_window_around_it(tmp_path:
     report = Report(seed=1)
     report.loop_crashes = [Finding(105.0, "crash"), Finding(124.0, "crash after-effect")]
     report.duplicates = [Finding(200.0, "twin")]
+    report.miscounted = [Finding(303.0, "interrupted pod counted as a completion")]
     rows = {line.split()[0]: line.split()[1:] for line in table(rig, report).splitlines()[2:-1]}
-    assert rows["watch-cut"] == ["1", "2", "0", "0", "0", "2"]  # p2 seen within 15 s after
-    assert rows["provider-5xx"] == ["1", "0", "0", "0", "0", "0"]
-    assert rows["churn"] == ["only", "3", "2", "0", "0", "1", "0"]
+    # fault, injected, pods, lost, orphaned, duplicated, miscounted Job completions, loop crashes
+    assert rows["watch-cut"] == ["1", "2", "0", "0", "0", "0", "2"]  # p2 seen within 15 s after
+    assert rows["provider-5xx"] == ["1", "0", "0", "0", "0", "1", "0"]
+    assert rows["churn"] == ["only", "3", "2", "0", "0", "1", "0", "0"]
 
 
 def test_a_control_plane_death_gets_its_own_row_and_its_aftermath(tmp_path: Path) -> None:
@@ -63,6 +65,6 @@ def test_a_control_plane_death_gets_its_own_row_and_its_aftermath(tmp_path: Path
     report = Report(seed=1)
     report.orphans = [Finding(240.0, "gone while the apiserver was"), Finding(400.0, "later")]
     rows = {line.split()[0]: line.split()[1:] for line in table(rig, report).splitlines()[2:-1]}
-    assert rows["control-plane-died"] == ["1", "1", "0", "1", "0", "0"]
+    assert rows["control-plane-died"] == ["1", "1", "0", "1", "0", "0", "0"]
     assert rows["churn"][4] == "1"  # ("only", times, pods, lost, orphaned): the later one is churn's
     assert "restarted by the rig after 30s" in rig.deaths[0].describe()

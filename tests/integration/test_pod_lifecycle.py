@@ -267,18 +267,21 @@ async def test_graceful_delete_shows_terminated_states_while_a_finalizer_keeps_t
 
     async def ended() -> JSON | None:
         held = await kube.request("GET", path)
-        done = held["metadata"].get("deletionTimestamp") and held["status"].get("phase") == "Succeeded"
+        done = held["metadata"].get("deletionTimestamp") and held["status"].get("phase") == "Failed"
         return held if done else None
 
     held = await eventually(ended)
     (container,) = held["status"]["containerStatuses"]
-    assert "terminated" in container["state"], container  # what the keeper reads
+    # The server was stopped, not finished: no exit code was reported, so it is no success
+    # (issue 22): Failed, 137, ContainerStatusUnknown, as the kubelet writes it.
+    terminated = container["state"]["terminated"]  # what the keeper reads
+    assert terminated["exitCode"] == 137 and terminated["reason"] == "ContainerStatusUnknown"
     assert uid not in await all_cloud_uids(vnode)
     await kube.request("PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
     await asyncio.wait_for(watcher, timeout=90)
     terminal = [e for e in seen if e["object"]["status"].get("phase") in ("Succeeded", "Failed")]
     phases = [e["object"]["status"]["phase"] for e in terminal]
-    assert phases and set(phases) == {"Succeeded"}  # one outcome, never rewritten
+    assert phases and set(phases) == {"Failed"}  # one outcome, never rewritten
     await events_with(kube, namespace, name, "ProviderDeleteSuccess")
 
 

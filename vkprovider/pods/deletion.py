@@ -8,13 +8,19 @@ with nothing running is deleted at once.
 
 Two requests per pod by default, the Event included (``ProviderDeleteSuccess``, then the
 delete), as the Go virtual-kubelet library does: it deletes the object once the provider
-stopped it and writes no status of its own. The terminated container states (phase
-``Succeeded``, or ``Failed`` if it did not end) are written before that delete only when the
+stopped it and writes no status of its own. The terminated container states are written
+before that delete only when the
 object will outlive it (finalizers: a Job's tracking finalizer, say, whose controller reads
 the outcome), so whoever keeps the object sees how the pod ended; a finalizer added meanwhile
 is caught, as the object is then still there on the next sync. ``status_before_delete=True``
 (``pods.status_before_delete``) writes them always, like the kubelet: one request more. The
-outcome is written at most once per pod, and never over a terminal phase.
+outcome is written at most once per pod, and never over a terminal phase. It is ``Succeeded``
+only on the provider's word (terminal Succeeded, every container exited 0); a deployment that
+vanished without an exit code was interrupted: ``Failed``, exit code 137, the kubelet's
+``ContainerStatusUnknown`` — a Job counts it as a failure, never as a completion.
+
+A deletion resumed by a new process (restart, new leader) sends the provider what is left of
+the grace period (``deletionTimestamp - now``), never the full period again.
 
 A pod whose object is gone (deleted, force-deleted, or replaced by a same-named pod) has its
 deployment deleted before its record is retired; a failing delete raises, so the key is
@@ -24,13 +30,14 @@ retried with backoff and the deployment is never forgotten while it bills.
 from __future__ import annotations
 
 import logging
+import math
 
 from vkprovider.errors import NotFound, ProviderError
 from vkprovider.kube import resources
 from vkprovider.kube.client import JSON
 from vkprovider.kube.informer import object_key
 from vkprovider.logs import pod_action
-from vkprovider.models import DeploymentStatus, Phase
+from vkprovider.models import ContainerState, DeploymentStatus, Phase
 from vkprovider.pods import reasons
 from vkprovider.pods.context import ANNOTATION_PROVIDER, Requeue, SyncDeps, parse_time
 from vkprovider.pods.state import PodRecord
@@ -126,10 +133,9 @@ class Deletion:
                 await self._write_outcome(pod, record)
             return None
         uid = meta["uid"]
-        grace = meta.get("deletionGracePeriodSeconds")
-        grace_seconds = float(grace) if grace is not None else None
         deadline = parse_time(meta.get("deletionTimestamp")) or 0.0
         remaining = deadline - self._deps.now()
+        grace_seconds = grace_left(meta.get("deletionGracePeriodSeconds"), remaining)
         # A finished pod whose deployment was already deleted has nothing left to stop.
         names = [] if record.deployment_deleted else self.holders(uid, pod)
         tracked = self._deps.tracker.get(uid)
@@ -190,18 +196,65 @@ class Deletion:
             self._deps.placer.release(meta["uid"])
 
     async def _write_outcome(self, pod: JSON, record: PodRecord) -> None:
-        """The terminated container states (Succeeded, or Failed if it did not end or failed)."""
+        """The terminated container states: ``Succeeded`` only when the provider reported the
+        end (terminal Succeeded, or every container exited 0). A deployment that vanished
+        without an exit code, or outlived the grace period, ended unknown: ``Failed`` with exit
+        code 137 and the kubelet's ``ContainerStatusUnknown`` (a Job must not count an
+        interrupted pod as a completion). Conditions others set (``DisruptionTarget``) are kept
+        by ``build_status``."""
         current = (pod.get("status") or {}).get("phase")
         status = record.last_status
         if current in ("Succeeded", "Failed") or (status is None and current != "Running"):
             record.outcome_written = True
             return
-        failed = not record.ended or (status is not None and status.phase is Phase.FAILED)
-        await self._writer.write(
-            pod,
-            status,
-            record.stopped_on,
-            phase="Failed" if failed else "Succeeded",
-            restarts=record.restarts,
-        )
+        if status is not None and reported_success(status):
+            await self._writer.write(
+                pod, status, record.stopped_on, phase="Succeeded", restarts=record.restarts
+            )
+        elif status is not None and status.phase is Phase.FAILED:
+            await self._writer.write(
+                pod,
+                status,
+                record.stopped_on,
+                phase="Failed",
+                reason=status.reason,
+                message=status.message,
+                restarts=record.restarts,
+            )
+        else:
+            await self._writer.write(
+                pod,
+                status,
+                record.stopped_on,
+                phase="Failed",
+                reason=reasons.CONTAINER_STATUS_UNKNOWN,
+                message=CONTAINER_NOT_LOCATED
+                if record.ended
+                else "The container did not stop within the grace period",
+                restarts=record.restarts,
+            )
         record.outcome_written = True
+
+
+#: The kubelet's message for a container it cannot find when the pod is terminated.
+CONTAINER_NOT_LOCATED = "The container could not be located when the pod was terminated"
+
+
+def reported_success(status: DeploymentStatus) -> bool:
+    """The provider said it ended well: phase Succeeded, or every container terminated with
+    exit code 0. Anything else (running, gone without a word, failed) is not a success."""
+    if status.phase is Phase.SUCCEEDED:
+        return True
+    if status.phase is Phase.FAILED or not status.containers:
+        return False
+    return all(c.state is ContainerState.TERMINATED and c.exit_code == 0 for c in status.containers)
+
+
+def grace_left(grace: float | None, remaining: float) -> float | None:
+    """The grace to send the provider: the pod's ``deletionGracePeriodSeconds``, but never more
+    than what is left until ``deletionTimestamp`` (a deletion resumed after a restart must not
+    start the full grace again). Whole seconds, rounded up, like the API's own grace periods."""
+    if grace is None:
+        return None
+    left = float(math.ceil(max(0.0, remaining)))
+    return min(float(grace), left)

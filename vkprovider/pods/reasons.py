@@ -12,6 +12,9 @@ PROVIDER_DELETE_FAILED = "ProviderDeleteFailed"
 PROVIDER_FAILED = "ProviderFailed"
 PROVIDER_LOST = "ProviderLost"
 
+#: The kubelet's container reason for a container whose end it could not observe (exit code 137).
+CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
+
 ORPHAN_DELETED = "OrphanDeploymentDeleted"
 
 #: Deployment reasons that mean "the container exited" (restartPolicy applies), as opposed to a

@@ -208,7 +208,10 @@ class PodSync:
         if not record.deployed:  # the first deployment only: redeploys are not a bind's lag
             record.deployed = True
             observe_deployed(pod, placement.provider)
-        record.restarting = False
+        if not placement.status.phase.terminal:
+            # A terminal answer is the exit being restarted, still there (an asynchronous delete,
+            # a deploy idempotent on the UID): the restart is not done, and not to be counted again.
+            record.restarting = False
         record.deployment_deleted = False
         self.tracker.record(uid, placement.provider, placement.status)
         await self.events.pod(
@@ -298,19 +301,57 @@ class PodSync:
         return None
 
     async def _maybe_lost(self, pod: JSON, record: PodRecord, tracked: Tracked) -> Requeue | None:
+        """Lost means missing from (or Unknown to) a reachable provider *continuously* for
+        ``lost_grace_seconds``, and then confirmed by a direct ``get`` answering NotFound (or
+        Unknown still): one list that omits a live deployment, or one Unknown, kills nothing.
+
+        The clock is the tracker's (``missing_since``/``unknown_since``, reset by any healthy
+        sighting), never the time the deployment was first seen; a pod that never ran also gets
+        the grace from its creation (a slow provisioning is not a loss).
+        """
         grace = self.settings.lost_grace_seconds
-        since = tracked.missing_since or tracked.first_seen
+        missing = tracked.missing_since is not None
+        since = tracked.missing_since if missing else tracked.unknown_since
+        now = self.tracker.clock()
+        elapsed = now - (since if since is not None else now)
         age = self._now() - (parse_time(pod["metadata"].get("creationTimestamp")) or self._now())
         never_ran = not tracked.ever_ran and not pod_once_ran(pod)
-        elapsed = self.tracker.clock() - since
-        if never_ran and age < grace:
-            return Requeue(after=max(self.settings.status_poll_seconds, grace - age))
-        if tracked.status.phase is Phase.UNKNOWN and elapsed < grace:
-            return Requeue(after=max(self.settings.status_poll_seconds, grace - elapsed))
-        what = "vanished from" if tracked.missing_since is not None else "is unknown to"
+        wait = grace - elapsed
+        if never_ran:
+            wait = max(wait, grace - age)
+        if wait > 0:
+            return Requeue(after=max(self.settings.status_poll_seconds, wait))
+        confirmed = await self._confirm_lost(pod["metadata"]["uid"], tracked, unknown=not missing)
+        if confirmed is None:
+            return Requeue(backoff=True)  # the provider did not answer: ask again, change nothing
+        fresh = self.tracker.get(pod["metadata"]["uid"])
+        if not confirmed and fresh is not None:
+            return await self._reflect(pod, record, fresh)  # there after all: show what get said
+        what = "vanished from" if missing else "is unknown to"
         return await self._fail(
-            pod, record, reasons.PROVIDER_LOST, f"the deployment {what} provider {tracked.provider}"
+            pod,
+            record,
+            reasons.PROVIDER_LOST,
+            f"the deployment {what} provider {tracked.provider} for over {grace:g}s",
         )
+
+    async def _confirm_lost(self, uid: str, tracked: Tracked, *, unknown: bool) -> bool | None:
+        """Ask the provider directly. True: NotFound, or (``unknown``: timed from Unknown
+        reports) Unknown still; False: it answered otherwise (recorded, which resets the
+        tracker's clocks, so a missing deployment that is Unknown starts the Unknown clock only
+        now); None: no answer."""
+        provider = self.providers.get(tracked.provider)
+        if provider is None:
+            return True
+        try:
+            status = await provider.get(uid)
+        except ProviderError as exc:
+            if exc.code == "NotFound":
+                return True
+            log.info("confirming that %s is lost on %s failed: %s", uid, tracked.provider, exc)
+            return None
+        self.tracker.record(uid, tracked.provider, status)
+        return unknown and status.phase is Phase.UNKNOWN
 
     async def _terminal(self, pod: JSON, record: PodRecord, tracked: Tracked) -> Requeue | None:
         """Honour restartPolicy for a finished deployment, like the kubelet does for containers."""
@@ -326,6 +367,8 @@ class PodSync:
         restart = not infra_failure and (
             policy == "Always" or (policy == "OnFailure" and status.phase is Phase.FAILED)
         )
+        if restart and record.restarting:
+            return await self._restart_in_flight(pod, record)
         if restart:
             if not record.restarting:  # the same exit seen again (delete in flight): counted once
                 record.restarts += 1
@@ -353,6 +396,14 @@ class PodSync:
                 pod, status, tracked.provider, phase="Failed", reason=reason, message=message
             )
         return await self.deletion.cleanup_terminal(record)
+
+    async def _restart_in_flight(self, pod: JSON, record: PodRecord) -> Requeue | None:
+        """The exit being restarted is still listed: its delete is in flight (an asynchronous
+        provider, a remote Kubernetes). It was counted once, when first seen; the delete is
+        repeated (idempotent), nothing is counted, and the redeploy waits for it to be gone."""
+        uid = pod["metadata"]["uid"]
+        await self.deletion.delete_deployment(uid, keep_placement=True)
+        return Requeue(after=self.settings.status_poll_seconds)
 
     async def _fail(self, pod: JSON, record: PodRecord, reason: str, message: str) -> Requeue | None:
         await self.events.pod(pod, "Warning", reason, message)

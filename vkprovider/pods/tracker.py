@@ -5,8 +5,10 @@ polling). Providers with the ``watch`` capability push each transition as it hap
 the full list is only a slow resync (``watch_resync``), and the normal poll interval returns
 while their stream is broken. A failed list changes nothing: the last known status stands, so a
 provider outage never flips a Running pod to Pending or Failed. A deployment that was known and
-is absent from a *successful* list is marked missing; the reconciler decides when missing means
-lost.
+is absent from a *successful* list is marked missing, and a run of ``Unknown`` reports is timed
+the same way (``unknown_since``); any healthy sighting (a list, a push, a ``get``) resets both.
+The reconciler decides when missing means lost: continuously for ``pods.lost_grace_seconds``,
+then confirmed by a direct ``get`` (one list that omits a deployment kills nothing).
 
 Each provider is followed by its own supervised tasks: one provider's failure (a plugin in
 restart backoff, a hung list) is that provider's alone and never stops the others.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from vkprovider.errors import ProviderError
-from vkprovider.models import DeploymentStatus
+from vkprovider.models import DeploymentStatus, Phase
 from vkprovider.plugins.api import Provider, SupportsWatch
 from vkprovider.retry import Backoff
 from vkprovider.tasks import supervise
@@ -39,7 +41,9 @@ class Tracked:
     provider: str
     status: DeploymentStatus
     first_seen: float
-    missing_since: float | None = None
+    missing_since: float | None = None  #: first successful list that omitted it, since seen last
+    #: first report of phase Unknown since the last healthy one (any other phase resets it)
+    unknown_since: float | None = None
     ever_ran: bool = False
     recorded_at: float = 0.0  #: when deploy/get last told us about it (a list older than this is stale)
 
@@ -133,6 +137,7 @@ class DeploymentTracker:
         tracked.status = status
         tracked.recorded_at = now
         tracked.missing_since = None
+        _note_unknown(tracked, status, now)
         tracked.ever_ran = tracked.ever_ran or status.phase.value in ("Running", "Succeeded")
         if self._on_status is not None:
             self._on_status(uid, provider, status)
@@ -323,3 +328,13 @@ class DeploymentTracker:
         else:
             twin.status = status
             twin.missing_since = None
+
+
+def _note_unknown(tracked: Tracked, status: DeploymentStatus, now: float) -> None:
+    """Lost means *continuously* missing or Unknown for the grace: a run of Unknown reports
+    starts the clock, any other phase (a healthy sighting) stops it."""
+    if status.phase is Phase.UNKNOWN:
+        if tracked.unknown_since is None:
+            tracked.unknown_since = now
+    else:
+        tracked.unknown_since = None

@@ -201,7 +201,8 @@ async def test_a_finalizer_added_during_deletion_still_gets_the_terminated_state
     assert held is not None and held["status"]["phase"] == "Running"  # held by the finalizer
     await w.run(pod)  # the object is still there: its outcome is written now
     shown = w.kube.pod("ns", "p")
-    assert shown is not None and shown["status"]["phase"] == "Succeeded"
+    # Gone without an exit code: interrupted, never a success (issue 22 defect 3).
+    assert shown is not None and shown["status"]["phase"] == "Failed"
     (container,) = shown["status"]["containerStatuses"]
     assert "terminated" in container["state"]
     assert w.kube.count("DELETE", "/pods/p") == 1  # not deleted twice
@@ -219,7 +220,7 @@ async def test_a_pod_held_by_a_finalizer_gets_its_outcome_written_once() -> None
     stale = w.kube.update("ns", "p", {"metadata": deleting})
     assert await w.sync.sync("ns/p", stale) is None
     shown = w.kube.pod("ns", "p")
-    assert shown is not None and shown["status"]["phase"] == "Succeeded"  # the keeper sees the end
+    assert shown is not None and shown["status"]["phase"] == "Failed"  # the keeper sees the end
     (container,) = shown["status"]["containerStatuses"]
     assert "terminated" in container["state"]
     writes = w.kube.count("PATCH", "/pods/p/status")
@@ -253,7 +254,8 @@ async def test_graceful_deletion_records_terminated_containers_before_the_delete
     assert await w.run(pod) is None  # the memory provider stops at once: no wait
     (last,) = seen
     (container,) = last["status"]["containerStatuses"]
-    assert "terminated" in container["state"] and last["status"]["phase"] == "Succeeded"
+    # The memory provider drops it without an exit code: an interrupted pod, Failed.
+    assert "terminated" in container["state"] and last["status"]["phase"] == "Failed"
 
 
 async def test_deleting_a_pod_with_nothing_deployed_deletes_it_at_once() -> None:
