@@ -34,7 +34,7 @@ PLAN = Plan(
         "plugin-noise",
         "serve-sigkill",
         "watch-cut",
-        # state across terms (issue 22)
+        # issue 22: state across terms, then API glitches that are not failures
         "restart-in-restart-window",
         "restart-during-outage",
         "stale-annotation-at-restart",

@@ -367,12 +367,11 @@ class PodSync:
         restart = not infra_failure and (
             policy == "Always" or (policy == "OnFailure" and status.phase is Phase.FAILED)
         )
-        if restart and record.restarting:
+        if restart and record.restarting:  # the same exit seen again (delete in flight): counted once
             return await self._restart_in_flight(pod, record)
         if restart:
-            if not record.restarting:  # the same exit seen again (delete in flight): counted once
-                record.restarts += 1
-                record.restarting = True
+            record.restarts += 1
+            record.restarting = True
             # The intent goes on the pod before the delete: a next term redeploys, not ProviderLost.
             await self.writer.write(
                 pod,
