@@ -20,9 +20,10 @@ pod shows:
 * **Unlisted providers**: a pod that existed before the term and has no known deployment may
   have been deployed in the last moments of the previous term on a provider whose list has not
   answered yet. Before deploying it, each such provider is asked with a ``get``; while one
-  cannot answer the sync fails ``Transient`` and is retried with backoff — the pod waits, with
-  no time limit, until that provider answers (its list or the ``get``), as an ambiguous create
-  does. Never deployed a second time elsewhere.
+  cannot answer (``Transient``: unreachable, timed out) the sync is retried with backoff — the
+  pod waits, with no time limit, until that provider answers (its list or the ``get``), as an
+  ambiguous create does. Never deployed a second time elsewhere. A provider that answers with a
+  refusal (no API key, billing, a bad request) has answered and is skipped, as placement would.
 """
 
 from __future__ import annotations
@@ -132,10 +133,12 @@ class Resume:
             try:
                 async with asyncio.timeout(GET_TIMEOUT_SECONDS):
                     status = await deps.providers[name].get(uid)
-            except ProviderError as exc:
-                if exc.code == "NotFound":
-                    continue
-                raise
+            except Transient:
+                raise  # unreachable: it may hold the pod, so the pod waits
+            except ProviderError:
+                # NotFound, or a refusal (no key, billing, a bad request): the provider answered,
+                # and could not have taken the pod in this state either; waiting changes nothing.
+                continue
             except TimeoutError:
                 raise Transient(f"get of {uid} timed out", provider=name) from None
             deps.tracker.record(uid, name, status)

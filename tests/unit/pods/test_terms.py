@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pod_sync_fakes import NODE, Cloud, FakeKube, gpu_offer, gpu_pod
 
-from vkprovider.errors import Transient
+from vkprovider.errors import ProviderError, QuotaOrBilling, Transient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.models import ContainerState, ContainerStatus, DeploymentStatus, Phase
 from vkprovider.placement import Placer
@@ -43,12 +43,20 @@ class FlakyCloud(Cloud):
     def __init__(self, name: str, price: float) -> None:
         super().__init__(name, [gpu_offer(name, price=price)])
         self.fail_get = False
+        self.refusal: ProviderError | None = None  #: list and get refused (no key, billing)
         self.run_at_once = True
 
     async def get(self, uid: str) -> DeploymentStatus:
         if self.fail_get:
             raise Transient("connection refused", provider=self.name)
+        if self.refusal is not None:
+            raise self.refusal
         return await super().get(uid)
+
+    async def list(self, node_name: str) -> list[DeploymentStatus]:
+        if self.refusal is not None:
+            raise self.refusal
+        return await super().list(node_name)
 
 
 def running(uid: str, provider: str) -> DeploymentStatus:
@@ -287,6 +295,17 @@ async def test_a_pod_created_in_this_term_does_not_wait_for_an_unlisted_provider
     kube.add_pod(gpu_pod("b", "uid-b"))
     await sync(term, kube, "b")
     assert "uid-b" in cl["q"].deployments
+
+
+async def test_an_inherited_pod_does_not_wait_for_a_provider_that_refuses() -> None:
+    """The wait is for providers that cannot answer, not for one that answers with a refusal
+    (its API key unset: it could not take the pod either): the pod goes to the next provider."""
+    kube, cl = FakeKube(), clouds(p_price=2.0, q_price=1.0)
+    kube.add_pod(gpu_pod("a", "uid-a"))
+    cl["p"].refusal = QuotaOrBilling("API key environment variable P_KEY is unset", provider="p")
+    term = await Process(kube, cl).term()
+    await sync(term, kube, "a")
+    assert "uid-a" in cl["q"].deployments
 
 
 async def test_a_restart_intent_whose_redeploy_had_landed_is_cleared_and_the_next_exit_counts() -> None:
