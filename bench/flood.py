@@ -134,7 +134,7 @@ def halfsent(port: int, connections: int, sources: int, seconds: float) -> dict[
             except OSError:
                 held[i] = None
             counts["opened" if held[i] is not None else "refused"] += 1
-        held_max = max(held_max, sum(s is not None for s in held))
+        held_max = max(held_max, sum(still_open(s) for s in held if s is not None))
         time.sleep(0.2)
     for sock in held:
         if sock is not None:
