@@ -1,11 +1,16 @@
 """The node under attack: does the heartbeat hold, and do pods still start, while thousands of
-connections without credentials send random bearer tokens to the admin API?
+connections without credentials send random bearer tokens to the admin API (``--attack
+tokens``) or hold half-sent TLS requests on the kubelet API (``--attack halfsent``)?
 
 Real control plane; the real service (``vkprovider serve``) in a process of its own, its admin
 API bound beyond loopback (so it authenticates, as ``deploy/base`` has it), the reference memory
 adapter in ``run_at_once`` mode as its provider, the service's default API limits (50 QPS). Two
 runs on one control plane: without the attack, then with ``bench/flood.py`` (its own process)
-holding ``--connections`` keep-alive connections to the admin port for the whole run. In each
+holding ``--connections`` connections for the whole run: ``tokens``, keep-alive connections to
+the admin port sending a fresh random bearer token each; ``halfsent``, TLS connections to the
+kubelet port from 127.0.0.1..``--sources`` each holding a request head without its final empty
+line, reopened when the server closes them. The kubelet API is served over TLS in every run
+(the dev cluster's kubelet serving certificate, as ``tests/security/test_token_flood.py``). In each
 run ``--pods`` pods are created bound to the node once the flood is under way, and figures are
 taken on this process's clock:
 
@@ -16,6 +21,7 @@ taken on this process's clock:
 
     .venv/bin/python bench/bench_attack.py --attack tokens                 # 2,000 connections
     .venv/bin/python bench/bench_attack.py --attack tokens --connections 500 --pods 100
+    .venv/bin/python bench/bench_attack.py --attack halfsent               # 2,000 on the kubelet port
 
 Prints figures; asserts nothing.
 """
@@ -55,11 +61,24 @@ OFFER = {
 }
 
 
-def service_config(cluster: Cluster, node: str, admin_port: int) -> dict[str, Any]:
+def service_config(cluster: Cluster, node: str, admin_port: int, kubelet_port: int) -> dict[str, Any]:
+    serving = cluster.kubelet_serving
+    assert serving is not None  # the dev cluster issues it for 127.0.0.1
     return {
-        "node": {"name": node, "internal_ip": "127.0.0.1", "lease_renew_seconds": RENEW_SECONDS},
+        "node": {
+            "name": node,
+            "internal_ip": "127.0.0.1",
+            "kubelet_port": kubelet_port,
+            "lease_renew_seconds": RENEW_SECONDS,
+        },
         "kube": {"kubeconfig": str(cluster.kubeconfig)},  # the default limits: 50 QPS, burst 100
         "http": {"admin_host": "0.0.0.0", "admin_port": admin_port},
+        "kubelet": {  # the default limits: 512 connections, 256 per address, 15 s per request
+            "bind_host": "127.0.0.1",
+            "tls_cert_file": str(serving.cert),
+            "tls_key_file": str(serving.key),
+            "client_ca_file": str(cluster.ca_cert),
+        },
         "pods": {"drain_timeout_seconds": 1},
         "log_level": "WARNING",
         "providers": [
@@ -97,12 +116,12 @@ async def sample_lease(admin: KubeClient, node: str, lateness: list[float]) -> N
 async def one_run(
     cluster: Cluster, admin: KubeClient, args: argparse.Namespace, attack: bool
 ) -> dict[str, Any]:
-    run_name = "tokens" if attack else "none"
+    run_name = args.attack if attack else "none"
     label = f"attack-{run_name}-{uuid.uuid4().hex[:4]}"
     node = f"vk-attack-{uuid.uuid4().hex[:6]}"
-    admin_port = free_port()
+    admin_port, kubelet_port = free_port(), free_port()
     config = Path(tempfile.mkdtemp(prefix="bench-attack-")) / "config.yaml"
-    config.write_text(json.dumps(service_config(cluster, node, admin_port)))
+    config.write_text(json.dumps(service_config(cluster, node, admin_port, kubelet_port)))
     service = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "vkprovider", "serve", "--config", str(config), env={**os.environ}
     )
@@ -126,10 +145,16 @@ async def one_run(
         sampler = asyncio.create_task(sample_lease(admin, node, lateness))
         started_at = time.perf_counter()
         if attack:
+            target = (
+                [f"--url=https://127.0.0.1:{kubelet_port}/pods", f"--sources={args.sources}"]
+                if args.attack == "halfsent"
+                else [f"--url=http://127.0.0.1:{admin_port}/state"]
+            )
             flood = await asyncio.create_subprocess_exec(
                 sys.executable,
                 str(HERE / "flood.py"),
-                f"--url=http://127.0.0.1:{admin_port}/state",
+                f"--attack={args.attack}",
+                *target,
                 f"--connections={args.connections}",
                 f"--seconds={args.seconds}",
                 stdout=asyncio.subprocess.PIPE,
@@ -190,14 +215,19 @@ async def run(args: argparse.Namespace) -> None:
     try:
         await admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
         results = [await one_run(cluster, admin, args, attack=False)]
-        if args.attack == "tokens":
+        if args.attack != "none":
             results.append(await one_run(cluster, admin, args, attack=True))
     finally:
         await admin.close()
         await cluster.stop(remove=True)
     base = results[0]["pods_per_s"] or float("nan")
+    what = {
+        "tokens": "(random tokens) on the admin port",
+        "halfsent": f"(half-sent TLS requests from {args.sources} addresses) on the kubelet port",
+        "none": "(not run)",
+    }[args.attack]
     print(
-        f"\n{args.pods} pods, {args.connections} attacking connections (random tokens) on the admin port, "
+        f"\n{args.pods} pods, {args.connections} attacking connections {what}, "
         f"{args.seconds:.0f} s per run, Lease renewed every {RENEW_SECONDS:g} s"
     )
     print(
@@ -216,8 +246,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--attack", choices=("tokens", "none"), default="tokens")
+    parser.add_argument("--attack", choices=("tokens", "halfsent", "none"), default="tokens")
     parser.add_argument("--connections", type=int, default=2000)
+    parser.add_argument("--sources", type=int, default=8, help="halfsent: source addresses 127.0.0.1..N")
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each run (and of the attack)")
     parser.add_argument("--warmup", type=float, default=10.0, help="attack before the pods are created")
