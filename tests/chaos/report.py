@@ -330,14 +330,15 @@ def table(rig: Rig, report: Report) -> str:
             rows[attribute(finding.at)][column] += 1
     rows["churn only"]["pods"] = set(rig.pods)
     rows["churn only"]["times"] = sum(rig.churn.values())
+    width = max(len("fault"), *(len(kind) for kind in rows))
     header = (
-        f"{'fault':<20} {'injected':>8} {'pods':>5} {'lost':>5} {'orphaned':>8} {'duplicated':>10} "
+        f"{'fault':<{width}} {'injected':>8} {'pods':>5} {'lost':>5} {'orphaned':>8} {'duplicated':>10} "
         f"{'miscounted':>10} {'loop crashes':>12}"
     )
     lines = [header, "-" * len(header)]
     for kind, row in rows.items():
         lines.append(
-            f"{kind:<20} {row['times']:>8} {len(row['pods']):>5} {row['lost']:>5} "
+            f"{kind:<{width}} {row['times']:>8} {len(row['pods']):>5} {row['lost']:>5} "
             f"{row['orphaned']:>8} {row['duplicated']:>10} {row['miscounted']:>10} {row['crashes']:>12}"
         )
     churn = ", ".join(f"{k} {v}" for k, v in sorted(rig.churn.items()))
