@@ -1,15 +1,19 @@
 """The prometheus signal against a real Prometheus (Debian's package, ``make prometheus``)
 scraping a small exporter this test serves on 127.0.0.1: the gate follows the value; with
 Prometheus stopped, the taint is removed after the timeout with a Warning Event; an invalid
-PromQL query is refused at start-up naming the query."""
+PromQL query is refused at start-up naming the query. And the built-in kube-state-metrics query
+over two replicas serving a cluster with a cordoned, a NotReady and a tainted node, and inputs
+that stop moving (stale)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
@@ -19,8 +23,10 @@ from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.prometheus import binary, start_prometheus
 from vkprovider.errors import ConfigError
-from vkprovider.gate.config import GateConfig
+from vkprovider.gate.config import GateConfig, PrometheusSignalConfig
 from vkprovider.gate.loop import Gate
+from vkprovider.gate.prom_signal import PrometheusSignal
+from vkprovider.gate.signal import SignalUnavailable
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 
@@ -132,3 +138,109 @@ async def test_the_gate_follows_prometheus_and_fails_open_when_it_stops(
             assert [f["direction"] for f in gate.flips] == ["taint", "untaint", "taint", "untaint"]
     finally:
         prom.stop()
+
+
+class KsmReplica:
+    """One kube-state-metrics replica: the cluster of ``NODES`` in its text format, every sample
+    with its own timestamp, as a federated source serves them (kube-state-metrics itself does
+    not, and then a dead one's series go stale at once: the other test). ``frozen_at`` (ms): the
+    source stopped updating; the series stay queryable (Prometheus writes no staleness marker for
+    timestamped samples) and grow old."""
+
+    frozen_at: int | None = None
+
+    def __init__(self) -> None:
+        app = FastAPI()
+
+        @app.get("/metrics", response_class=PlainTextResponse)
+        async def metrics() -> str:
+            stamp = f" {self.frozen_at if self.frozen_at is not None else int(time.time() * 1000)}"
+            return "".join(f"{line}{stamp}\n" for line in ksm_lines())
+
+        self.server = AsgiServer(app, "127.0.0.1", 0)
+
+
+#: node -> (schedulable, Ready status, taints); 8 GPUs each, all in the pool
+NODES = {
+    "gpu-0": (True, "true", ()),
+    "gpu-1": (False, "true", ()),  # cordoned
+    "gpu-2": (True, "false", ()),  # NotReady
+    "gpu-3": (True, "true", ("dedicated:NoSchedule",)),
+    "gpu-4": (True, "true", ("soft:PreferNoSchedule",)),  # still counts
+}
+#: pod -> (node, GPUs, phase)
+PODS = {"serve-0": ("gpu-0", 3, "Running"), "wait": ("gpu-4", 2, "Pending"), "gone": ("gpu-1", 4, "Running")}
+FREE = (8 - 3) + (8 - 2)  # gpu-0 and gpu-4 only
+
+
+def ksm_lines() -> list[str]:
+    lines = []
+    for node, (schedulable, ready, taints) in NODES.items():
+        lines += [
+            f'kube_node_status_allocatable{{node="{node}",resource="nvidia_com_gpu",unit="integer"}} 8',
+            f'kube_node_labels{{node="{node}",label_pool="local-gpu"}} 1',
+            f'kube_node_spec_unschedulable{{node="{node}"}} {int(not schedulable)}',
+        ]
+        lines += [
+            f'kube_node_status_condition{{node="{node}",condition="Ready",status="{s}"}} {int(s == ready)}'
+            for s in ("true", "false", "unknown")
+        ]
+        for taint in taints:
+            key, effect = taint.split(":")
+            lines.append(f'kube_node_spec_taint{{node="{node}",key="{key}",value="",effect="{effect}"}} 1')
+    lines.append('kube_node_status_allocatable{node="cpu-0",resource="nvidia_com_gpu",unit="integer"} 4')
+    for pod, (node, gpus, phase) in PODS.items():
+        lines.append(
+            f'kube_pod_container_resource_requests{{namespace="ml",pod="{pod}",container="c",node="{node}",'
+            f'resource="nvidia_com_gpu",unit="integer"}} {gpus}'
+        )
+        lines += [
+            f'kube_pod_status_phase{{namespace="ml",pod="{pod}",phase="{p}"}} {int(p == phase)}'
+            for p in ("Pending", "Running", "Succeeded", "Failed")
+        ]
+    return lines
+
+
+async def test_the_default_query_on_two_kube_state_metrics_replicas_and_its_freshness_check(
+    tmp_path: Path,
+) -> None:
+    """The built-in query (no query configured) against real Prometheus scraping two replicas:
+    cordoned, NotReady and NoSchedule-tainted nodes do not count, the replicas count once (also
+    when one goes), and inputs that stop moving are 'stale' once older than the limit."""
+    replicas = [KsmReplica(), KsmReplica()]
+    for replica in replicas:
+        await replica.server.start()
+    targets = [f"127.0.0.1:{r.server.port}" for r in replicas]
+    prom, url = await start_prometheus(tmp_path / "prom", targets, interval_seconds=1)
+    signal = PrometheusSignal(PrometheusSignalConfig(url=url, max_sample_age_seconds=5))
+
+    async def reading() -> float | str:
+        try:
+            return (await signal.read()).free_gpus
+        except SignalUnavailable as exc:
+            return exc.kind
+
+    async def reads(value: float | str) -> bool:
+        return await reading() == value
+
+    async def series_of_both() -> bool:
+        async with httpx.AsyncClient(base_url=url) as client:
+            body = (await client.get("/api/v1/query", params={"query": "count(kube_node_labels)"})).json()
+        result = body["data"]["result"]
+        return bool(result) and float(result[0]["value"][1]) == 2 * len(NODES)
+
+    try:
+        await signal.start()
+        await eventually(series_of_both, timeout=60)  # both replicas scraped: every series twice
+        assert await reading() == FREE
+        await replicas[1].server.stop()  # one replica goes: still counted once
+        await eventually(lambda: reads(FREE), timeout=30)
+        replicas[0].frozen_at = int(time.time() * 1000)
+        stale = await eventually(lambda: reads("stale"), timeout=60)
+        assert stale
+        print(f"[gate prometheus] default query: {FREE} free over 2 replicas; frozen inputs -> stale")
+    finally:
+        await signal.close()
+        prom.stop()
+        for replica in replicas:
+            await replica.server.stop()

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +23,24 @@ import pytest
 import yaml
 
 from tests.support import eventually
+from tests.unit.deploy import rendering
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.audit import accesses, granted_rules, read_events, unused_rules
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.quota.config import QuotaConfig
-from vkprovider.quota.plan import QuotaTargetError
+from vkprovider.quota.plan import HOLD_ANNOTATION, QuotaTargetError
 from vkprovider.quota.sync import QuotaSync
 
 pytestmark = pytest.mark.cluster
+SERVICE_ACCOUNT_USER = "system:serviceaccount:{}:{}".format(*rendering.SERVICE_ACCOUNT)
 
 REPO = Path(__file__).resolve().parents[2]
-CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/training"
+CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+CQ = f"{CQ_PATH}/training"
 NS = "research"
 GPUS_PER_POD = 4
 SYNC_SECONDS = 2.0
@@ -52,7 +57,9 @@ class Timeline:
 
 @pytest.fixture(scope="module")
 async def kcluster() -> AsyncIterator[Cluster]:
-    started = await Cluster.start(f"kueue-{os.getpid()}", gpu_nodes=3, kueue=True)
+    started = await Cluster.start(
+        f"kueue-{os.getpid()}", gpu_nodes=3, kueue=True, audit_users=(SERVICE_ACCOUNT_USER,)
+    )
     try:
         kubectl = Toolchain.default().binary("kubectl")
         await asyncio.to_thread(
@@ -106,7 +113,15 @@ async def quota_is(client: httpx.AsyncClient, want: int) -> bool:
     return await gpu_quota(client) == want
 
 
-async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str | None = None) -> str:
+async def submit(
+    client: httpx.AsyncClient,
+    prefix: str,
+    pods: int,
+    run_for: str | None = None,
+    *,
+    queue: str = "research",
+    gpus: int = GPUS_PER_POD,
+) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     annotations = {COMPLETE_DELAY_ANNOTATION: run_for} if run_for else {}
     job = {
@@ -116,7 +131,7 @@ async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str
             "name": name,
             "namespace": NS,
             "labels": {
-                "kueue.x-k8s.io/queue-name": "research",
+                "kueue.x-k8s.io/queue-name": queue,
                 "kueue.x-k8s.io/priority-class": "training-high",
             },
         },
@@ -135,12 +150,8 @@ async def submit(client: httpx.AsyncClient, prefix: str, pods: int, run_for: str
                             "name": "trainer",
                             "image": "trainer:test",
                             "resources": {
-                                "requests": {
-                                    "nvidia.com/gpu": str(GPUS_PER_POD),
-                                    "cpu": "1",
-                                    "memory": "1Gi",
-                                },
-                                "limits": {"nvidia.com/gpu": str(GPUS_PER_POD)},
+                                "requests": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"},
+                                "limits": {"nvidia.com/gpu": str(gpus)},
                             },
                         }
                     ],
@@ -321,31 +332,274 @@ async def test_cordon_lowers_quota_and_a_gang_that_no_longer_fits_stays_queued(
     await eventually(lambda: complete(client, gang), timeout=120)
 
 
-async def test_quota_is_never_lowered_below_what_admitted_training_uses(
+async def cluster_queue(client: httpx.AsyncClient, name: str = "training") -> JSON:
+    body: JSON = (await client.get(f"{CQ_PATH}/{name}")).json()
+    return body
+
+
+def stop_policy(cq: JSON) -> str:
+    return str(cq["spec"].get("stopPolicy") or "None")
+
+
+def kueue_active(cq: JSON) -> JSON | None:
+    """Kueue's own word on the queue: its ``Active`` condition."""
+    return condition(cq, "Active")
+
+
+async def held(client: httpx.AsyncClient, name: str = "training") -> JSON | None:
+    """The queue under the sync's hold, as Kueue sees it: stopPolicy Hold, the sync's mark,
+    and Kueue's Active=False/Stopped."""
+    cq = await cluster_queue(client, name)
+    active = kueue_active(cq)
+    marked = HOLD_ANNOTATION in (cq["metadata"].get("annotations") or {})
+    if stop_policy(cq) == "Hold" and marked and active and active["status"] == "False":
+        return cq
+    return None
+
+
+async def released(client: httpx.AsyncClient, name: str = "training") -> JSON | None:
+    cq = await cluster_queue(client, name)
+    active = kueue_active(cq)
+    marked = HOLD_ANNOTATION in (cq["metadata"].get("annotations") or {})
+    if stop_policy(cq) == "None" and not marked and active and active["status"] == "True":
+        return cq
+    return None
+
+
+async def test_a_lost_node_lowers_the_quota_below_use_and_holds_the_queue_until_usage_fits(
     kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
 ) -> None:
+    """The quota is what the nodes offer, never what is used (Kueue does not evict when it drops
+    below use); while use exceeds it the queue is held, and the hold ends when use fits."""
     await eventually(lambda: quota_is(client, 24), timeout=60)
     running_job = await submit(client, "train-d", pods=4, run_for="1h")  # 16 GPUs
     await eventually(lambda: running(client, running_job, 4), timeout=90)
     cordoned = kcluster.gpu_nodes[1:]
     for node in cordoned:
         await patch_node(client, node, {"spec": {"unschedulable": True}})
-    held = await eventually(
-        lambda: _with(events(client, "QuotaHeld"), "admitted workloads use 16"), timeout=30
+    await eventually(lambda: quota_is(client, 8), timeout=SYNC_SECONDS * 15)
+    cq = await eventually(lambda: held(client), timeout=60)
+    assert kueue_active(cq)["reason"] == "Stopped"  # type: ignore[index]
+    message = await eventually(
+        lambda: _with(events(client, "QuotaHold"), "admitted workloads use 16"), timeout=30
     )
-    assert "not lowering nvidia.com/gpu to 8" in held
-    assert await gpu_quota(client) == 16
-    assert await admitted(client, running_job)
+    assert "its share 8), the healthy nodes offer 8" in message
+    assert await admitted(client, running_job) and await running(client, running_job, 4)  # runs on
     print(
-        f"[kueue quota] cordon 2 of 3 under 16 GPUs of running training: held at {await gpu_quota(client)}",
-        file=sys.stderr,
+        f"[kueue quota] cordon 2 of 3 under 16 GPUs of running training: 24 -> 8, {message}", file=sys.stderr
     )
+
     await finish_pods(client, running_job)
-    await eventually(lambda: quota_is(client, 8), timeout=60)  # released: now it can go down
-    print("[kueue quota] training finished: 16 -> 8", file=sys.stderr)
+    await eventually(lambda: complete(client, running_job), timeout=90)
+    await eventually(lambda: released(client), timeout=60)
+    assert await eventually(lambda: events(client, "QuotaReleased"), timeout=30)
+    print("[kueue quota] training finished: hold lifted (stopPolicy None)", file=sys.stderr)
     for node in cordoned:
         await patch_node(client, node, {"spec": {"unschedulable": None}})
     await eventually(lambda: quota_is(client, 24), timeout=60)
+
+
+async def test_foreign_and_autoscaler_taints_take_a_node_out_of_the_quota(
+    kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
+) -> None:
+    await eventually(lambda: quota_is(client, 24), timeout=60)
+    node = kcluster.gpu_nodes[2]
+    for taint, why in (
+        ({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, "untolerated taint"),
+        ({"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}, "autoscaler taint"),
+        (
+            {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"},
+            "out-of-service",
+        ),
+    ):
+        await patch_node(client, node, {"spec": {"taints": [taint]}})
+        await eventually(lambda: quota_is(client, 16), timeout=SYNC_SECONDS * 15)
+        assert await eventually(
+            lambda why=why: _with(events(client, "QuotaSynced"), f"{node} left ({why}"), timeout=30
+        )
+        await patch_node(client, node, {"spec": {"taints": None}})
+        await eventually(lambda: quota_is(client, 24), timeout=SYNC_SECONDS * 15)
+        print(
+            f"[kueue quota] taint {taint['key']}:{taint['effect']} on {node}: 24 -> 16 -> 24", file=sys.stderr
+        )
+
+
+COHORT = "borrow"
+
+
+def cohort_queue(name: str) -> JSON:
+    """A ClusterQueue of the cohort, sharing flavor local-gpu; cpu and memory are not synced here
+    (ample by hand), the sync owns the GPUs."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": COHORT,
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "local-gpu",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": 0},
+                                {"name": "cpu", "nominalQuota": 1000},
+                                {"name": "memory", "nominalQuota": "10Ti"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def usage(cq: JSON) -> tuple[int, int]:
+    """(total, borrowed) GPUs of flavor local-gpu, as Kueue reports them."""
+    for entry in (cq.get("status") or {}).get("flavorsUsage") or []:
+        if entry["name"] == "local-gpu":
+            for res in entry["resources"]:
+                if res["name"] == "nvidia.com/gpu":
+                    return int(res.get("total") or 0), int(res.get("borrowed") or 0)
+    return 0, 0
+
+
+def nominal(cq: JSON) -> int:
+    return int(cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+
+
+@pytest.fixture
+async def cohort(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    """ClusterQueues cq-a and cq-b in one cohort sharing flavor local-gpu, with LocalQueues."""
+    for name in ("cq-a", "cq-b"):
+        resp = await client.post(CQ_PATH, json=cohort_queue(name))
+        assert resp.status_code == 201, resp.text
+        local = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": f"lq-{name[-1]}", "namespace": NS},
+            "spec": {"clusterQueue": name},
+        }
+        resp = await client.post(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues", json=local)
+        assert resp.status_code == 201, resp.text
+    try:
+        yield
+    finally:
+        await client.delete(
+            f"/apis/batch/v1/namespaces/{NS}/jobs",
+            params={"labelSelector": "cohort-test=1", "propagationPolicy": "Background"},
+        )
+        for name in ("cq-a", "cq-b"):
+            await client.delete(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/lq-{name[-1]}")
+            await client.delete(f"{CQ_PATH}/{name}")
+
+
+async def label_job(client: httpx.AsyncClient, name: str) -> None:
+    resp = await client.patch(
+        f"/apis/batch/v1/namespaces/{NS}/jobs/{name}",
+        json={"metadata": {"labels": {"cohort-test": "1"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert resp.status_code == 200, resp.text
+
+
+async def test_a_borrowing_queue_that_loses_a_node_is_lowered_held_and_released(
+    kcluster: Cluster, client: httpx.AsyncClient, cohort: None
+) -> None:
+    """Issue 23: cq-a (share 2) and cq-b (share 1) split flavor local-gpu (3 nodes x 8 GPUs);
+    cq-a runs a 24-GPU gang, 8 of them borrowed from idle cq-b. A node goes: cq-a's nominal is
+    lowered (16 -> 11, never raised to the 24 it uses), cq-a is held while the flavor's usage
+    (24) exceeds the offer (16), nothing new is admitted into the missing capacity (neither a
+    new cq-a gang nor one of the lender cq-b), and the hold ends once usage fits."""
+    config = QuotaConfig.model_validate(
+        {
+            "flavors": [
+                {
+                    "name": "local-gpu",
+                    "node_selector": {"pool": "local-gpu"},
+                    "resources": ["nvidia.com/gpu"],
+                    "queues": [{"name": "cq-a", "share": 2}, {"name": "cq-b", "share": 1}],
+                }
+            ],
+            "interval_seconds": SYNC_SECONDS,
+        }
+    )
+    kube = await KubeClient.connect(str(kcluster.kubeconfig))
+    quota = QuotaSync(kube, config, EventRecorder(kube, component="vkprovider-quota", host="test-cohort"))
+    task = asyncio.create_task(quota.run())
+
+    async def nominals(a: int, b: int) -> bool:
+        return (
+            nominal(await cluster_queue(client, "cq-a")),
+            nominal(await cluster_queue(client, "cq-b")),
+        ) == (a, b)
+
+    node = kcluster.gpu_nodes[2]
+    try:
+        await eventually(lambda: nominals(16, 8), timeout=60)
+        gang = await submit(client, "cohort-g1", pods=3, run_for="1h", queue="lq-a", gpus=8)
+        await label_job(client, gang)
+        await eventually(lambda: running(client, gang, 3), timeout=120)
+
+        async def borrowing() -> tuple[int, int] | None:
+            got = usage(await cluster_queue(client, "cq-a"))
+            return got if got == (24, 8) else None
+
+        before = await eventually(borrowing, timeout=60)  # Kueue: 24 used, 8 of them borrowed
+        print(
+            f"[kueue cohort] cq-a nominal 16, usage {before[0]} ({before[1]} borrowed); cq-b nominal 8",
+            file=sys.stderr,
+        )
+
+        await patch_node(client, node, {"spec": {"unschedulable": True}})
+        await eventually(lambda: nominals(11, 5), timeout=SYNC_SECONDS * 15)
+        cq_a = await eventually(lambda: held(client, "cq-a"), timeout=60)
+        total, borrowed = usage(cq_a)
+        assert stop_policy(await cluster_queue(client, "cq-b")) == "None"  # the lender is not held
+        message = await eventually(
+            lambda: _events_with(client, "cq-a", "QuotaHold", "admitted workloads use 24"), timeout=30
+        )
+        assert "(this queue 24, its share 11), the healthy nodes offer 16" in message
+        print(
+            f"[kueue cohort] cordon {node}: cq-a nominal 16 -> {nominal(cq_a)} (usage {total}, "
+            f"{borrowed} borrowed), stopPolicy {stop_policy(cq_a)}; cq-b nominal 8 -> 5, stopPolicy None",
+            file=sys.stderr,
+        )
+        assert await running(client, gang, 3)  # Hold: admitted workloads run on
+
+        lender = await submit(client, "cohort-b", pods=1, run_for="1h", queue="lq-b", gpus=4)
+        borrower = await submit(client, "cohort-a", pods=1, run_for="1h", queue="lq-a", gpus=4)
+        for name in (lender, borrower):
+            await label_job(client, name)
+        why_b = await eventually(lambda: pending_for_quota(client, lender), timeout=90)
+        why_a = await eventually(lambda: pending_for_quota(client, borrower), timeout=90)
+        assert "is inactive" in why_a["message"], why_a
+        for name in (lender, borrower):
+            assert (await job(client, name))["spec"]["suspend"] is True and await pods(client, name) == []
+        print(f"[kueue cohort] new cq-b gang: {why_b['message'][:120]}", file=sys.stderr)
+        print(f"[kueue cohort] new cq-a gang: {why_a['message'][:120]}", file=sys.stderr)
+
+        await finish_pods(client, gang)
+        await eventually(lambda: complete(client, gang), timeout=90)
+        await eventually(lambda: released(client, "cq-a"), timeout=60)
+        assert await eventually(lambda: _events_of(client, "cq-a", "QuotaReleased"), timeout=30)
+        await eventually(lambda: admitted(client, lender), timeout=90)  # 4 of cq-b's 5
+        await eventually(lambda: admitted(client, borrower), timeout=90)  # 4 of cq-a's 11
+        print("[kueue cohort] gang finished: cq-a released; both queued gangs admitted", file=sys.stderr)
+
+        await patch_node(client, node, {"spec": {"unschedulable": None}})
+        await eventually(lambda: nominals(16, 8), timeout=SYNC_SECONDS * 15)
+        for name in (lender, borrower):
+            await finish_pods(client, name)
+            await eventually(lambda name=name: complete(client, name), timeout=90)
+    finally:
+        await patch_node(client, node, {"spec": {"unschedulable": None}})
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
 
 
 async def test_hand_edits_are_overwritten_only_in_the_synced_field(
@@ -383,8 +637,10 @@ async def test_dry_run_computes_the_change_and_writes_nothing(
             return dry.rounds > 0
 
         await eventually(planned, timeout=60)
-        assert dry.last_plan is not None
-        assert dry.last_plan.changes["nvidia.com/gpu"] == (24, 14)
+        assert dry.last_plans["training"].changes[("local-gpu", "nvidia.com/gpu")] == (
+            Decimal(24),
+            Decimal(14),
+        )
         assert dry.writes == 0
     finally:
         task.cancel()
@@ -624,7 +880,14 @@ async def _other(value: Any, not_this: str) -> str | None:
     return got if got and got != not_this else None
 
 
-def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
+def _serve_config(
+    kcluster: Cluster,
+    node: str,
+    quota: JSON,
+    *,
+    kubeconfig: Path | None = None,
+    lease_namespace: str = "default",
+) -> Path:
     """A ``vkprovider serve`` config with a ``quota:`` section (its one provider is not running:
     start-up does not wait for providers)."""
 
@@ -633,7 +896,7 @@ def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
         yaml.safe_dump(
             {
                 "node": {"name": node},
-                "kube": {"kubeconfig": str(kcluster.kubeconfig)},
+                "kube": {"kubeconfig": str(kubeconfig or kcluster.kubeconfig)},
                 "http": {"admin_port": free_port()},
                 "providers": [
                     {
@@ -642,7 +905,7 @@ def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
                         "settings": {"url": f"http://127.0.0.1:{free_port()}"},
                     }
                 ],
-                "leader_election": {"enabled": True, "namespace": "default", "identity": f"{node}-a"},
+                "leader_election": {"enabled": True, "namespace": lease_namespace, "identity": f"{node}-a"},
                 "quota": quota,
             }
         )
@@ -650,10 +913,48 @@ def _serve_config(kcluster: Cluster, node: str, quota: JSON) -> Path:
     return path
 
 
-async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
+RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def quota_rbac(tmp: Path) -> list[JSON]:
+    """The base plus deploy/components/kueue-quota, as ``kubectl kustomize`` renders them, keeping
+    the RBAC objects (the Deployment's pods would only be kwok's stand-ins here)."""
+    tmp.mkdir(exist_ok=True)
+    component = rendering.DEPLOY / "components" / "kueue-quota"
+    (tmp / "kustomization.yaml").write_text(rendering.with_component(component, tmp))
+    return [d for d in rendering.objects(rendering.render(tmp)) if d["kind"] in RBAC_KINDS]
+
+
+async def service_account_kubeconfig(kcluster: Cluster, client: httpx.AsyncClient, path: Path) -> Path:
+    namespace, account = rendering.SERVICE_ACCOUNT
+    resp = await client.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    assert resp.status_code == 201, resp.text
+    cluster = {"server": kcluster.server, "certificate-authority": str(kcluster.ca_cert)}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": account, "user": {"token": resp.json()["status"]["token"]}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": account}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return path
+
+
+async def test_serve_runs_the_sync_on_its_leader_as_the_service_account_and_refuses_a_missing_queue(
     kcluster: Cluster, client: httpx.AsyncClient
 ) -> None:
-    """After the CLI test: one healthy local node (8 GPUs). The service's own Lease elects the sync."""
+    """After the CLI test: one healthy local node (8 GPUs). ``vkprovider serve`` as the base's
+    ServiceAccount with deploy/components/kueue-quota (and nothing else): the service's own Lease
+    elects the sync, which writes the quota (full config form) and its Events; the audit log shows
+    no refused request and every rule of the component used."""
     bad = _serve_config(kcluster, "vk-quota-bad", {"cluster_queue": "nope"})
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "vkprovider", "serve", "--config", str(bad), stderr=asyncio.subprocess.PIPE
@@ -663,8 +964,21 @@ async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
     assert "quota.cluster_queue: ClusterQueue 'nope' does not exist" in err.decode()
     assert "Traceback" not in err.decode()
 
-    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
-    cq = (await client.get(f"{path}/training-2")).json()
+    rbac = quota_rbac(kcluster.workdir / "quota-rbac")
+    manifest = kcluster.workdir / "quota-rbac.yaml"
+    manifest.write_text(yaml.safe_dump_all(rbac))
+    kubectl = Toolchain.default().binary("kubectl")
+    applied = await asyncio.to_thread(
+        subprocess.run,
+        [str(kubectl), f"--kubeconfig={kcluster.kubeconfig}", "apply", "--server-side", "-f", str(manifest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert applied.returncode == 0, applied.stderr
+    kubeconfig = await service_account_kubeconfig(kcluster, client, kcluster.workdir / "sa.kubeconfig")
+
+    cq = (await client.get(f"{CQ_PATH}/training-2")).json()
     cq = {
         "apiVersion": cq["apiVersion"],
         "kind": cq["kind"],
@@ -672,10 +986,19 @@ async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
         "spec": cq["spec"],
     }
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
-    assert (await client.post(path, json=cq)).status_code == 201
-    node = "vk-quota"
-    config = _serve_config(kcluster, node, {"cluster_queue": "training-3", "interval_seconds": 2})
-    with (kcluster.workdir / "logs" / "serve-quota.log").open("w") as log:
+    assert (await client.post(CQ_PATH, json=cq)).status_code == 201
+    node = "vk-external"  # the name the base's RBAC grants
+    flavor = {"name": "local-gpu", "node_selector": {"pool": "local-gpu"}, "queues": [{"name": "training-3"}]}
+    namespace = rendering.SERVICE_ACCOUNT[0]
+    config = _serve_config(
+        kcluster,
+        node,
+        {"flavors": [flavor], "interval_seconds": 2},
+        kubeconfig=kubeconfig,
+        lease_namespace=namespace,
+    )
+    log_path = kcluster.workdir / "logs" / "serve-quota.log"
+    with log_path.open("w") as log:
         serve = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -685,29 +1008,48 @@ async def test_serve_runs_the_sync_on_its_leader_and_refuses_a_missing_queue(
             str(config),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=log,
+            env={k: v for k, v in os.environ.items() if not k.startswith("VKPROVIDER_")},
         )
 
     async def gpus() -> int:
-        body = (await client.get(f"{path}/training-3")).json()
-        return int(body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
+        return nominal(await cluster_queue(client, "training-3"))
 
     try:
-        await _or_show(
-            eventually(lambda: _follows_nodes(client, gpus()), timeout=90),
-            kcluster.workdir / "logs" / "serve-quota.log",
-        )
+        await _or_show(eventually(lambda: _follows_nodes(client, gpus()), timeout=90), log_path)
         lease = (
-            await client.get(f"/apis/coordination.k8s.io/v1/namespaces/default/leases/vkprovider-{node}")
+            await client.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/vkprovider-{node}")
         ).json()
         assert lease["spec"]["holderIdentity"] == f"{node}-a"
         synced = await eventually(
             lambda: _with(_events_of(client, "training-3", "QuotaSynced"), "nvidia.com/gpu 1->"), timeout=30
         )
-        print(f"[kueue serve] quota sync inside serve: {synced}", file=sys.stderr)
+        print(f"[kueue serve] quota sync inside serve, as the ServiceAccount: {synced}", file=sys.stderr)
     finally:
         serve.terminate()
         await asyncio.wait_for(serve.wait(), timeout=60)
         await client.delete(f"/api/v1/nodes/{node}")
+        await client.delete(f"{CQ_PATH}/training-3")
+
+    assert kcluster.audit_log is not None
+    events = read_events(kcluster.audit_log)
+    refused = accesses(events, SERVICE_ACCOUNT_USER, decision="forbid")
+    assert not refused, f"the service was refused (RBAC insufficient): {sorted(refused)}"
+    used = accesses(events, SERVICE_ACCOUNT_USER)
+    component = [d for d in rbac if d["metadata"]["name"] == "vkprovider-kueue-quota"]
+    unused = unused_rules(granted_rules(component), used)
+    assert not unused, f"deploy/components/kueue-quota grants rules the sync never used: {sorted(unused)}"
+    for_sync = sorted(
+        {
+            (a.verb, a.resource, a.namespace or "-")
+            for a in used
+            if a.resource in ("clusterqueues", "nodes", "events")
+        }
+    )
+    print(f"[kueue serve] the ServiceAccount's requests for the sync: {for_sync}", file=sys.stderr)
+
+
+async def _events_with(client: httpx.AsyncClient, queue: str, reason: str, needle: str) -> str | None:
+    return await _with(_events_of(client, queue, reason), needle)
 
 
 async def _events_of(client: httpx.AsyncClient, queue: str, reason: str) -> list[JSON]:

@@ -3,8 +3,9 @@
 Reads the ``quota`` and ``kube`` sections of the service config. A ClusterQueue, flavor or
 resource named there that does not exist is a clear error (exit 2) and nothing is written.
 ``--dry-run`` logs what would be written. SIGTERM/SIGINT stop it cleanly (exit 0).
-With ``leader_election.enabled`` two replicas share the Lease ``vkprovider-quota-<queue>``
-(or ``leader_election.lease_name``) and only the holder syncs; each term starts a fresh sync.
+With ``leader_election.enabled`` two replicas share the Lease ``vkprovider-quota-<queue>`` (the
+config's first queue; or ``leader_election.lease_name``) and only the holder syncs; each term
+starts a fresh sync.
 ``vkprovider serve`` runs the same sync itself when its config has a ``quota:`` section (under
 the service's own Lease); then this command is not needed.
 """
@@ -57,7 +58,7 @@ async def _serve(settings: Any, quota: Any) -> int:
 
         election = settings.leader_election
         if election.enabled:
-            lease = election.lease_name or f"vkprovider-quota-{quota.cluster_queue}"
+            lease = election.lease_name or f"vkprovider-quota-{quota.lease_suffix()}"
             elector = LeaderElector(kube, election.namespace, lease, election.identity)
             task = asyncio.create_task(elector.run(term))
         else:

@@ -10,6 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from vkprovider.gate.prom_queries import DCGM_QUERY as DCGM_QUERY
+from vkprovider.gate.prom_queries import FRESHNESS_OF
+from vkprovider.gate.prom_queries import KSM_QUERY as KSM_QUERY
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -56,28 +60,28 @@ class KubeSignalConfig(_Section):
     )
 
 
-#: Free GPUs from kube-state-metrics (needs ``--metric-labels-allowlist=nodes=[pool]``):
-#: allocatable GPUs of the pool=local-gpu nodes minus the GPU requests of their Pending/Running
-#: pods. ``or vector(0)``: no GPU pod at all is 0 requested, not an empty (unavailable) result.
-KSM_QUERY = (
-    'sum(kube_node_status_allocatable{resource="nvidia_com_gpu"}'
-    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"}))'
-    ' - (sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'
-    ' * on(namespace, pod) group_left() max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1)'
-    ' * on(node) group_left() max by (node) (kube_node_labels{label_pool="local-gpu"})) or vector(0))'
-)
-#: Free GPUs from the DCGM exporter (with its Kubernetes pod mapping): GPUs on local nodes that
-#: no pod holds. Document-only alternative; set it as ``gate.signal.prometheus.query``.
-DCGM_QUERY = 'count(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-.*", pod=""}) or vector(0)'
-
-
 class PrometheusSignalConfig(_Section):
+    """One instant query for the free GPUs, and one for how old its inputs are
+    (``vkprovider/gate/prom_queries.py`` says why the result's own timestamp cannot tell)."""
+
     url: str = Field(default="http://127.0.0.1:9090", pattern=r"^https?://")
     query: str = Field(default=KSM_QUERY, min_length=1)
+    freshness_query: str | None = Field(
+        default=None,
+        description="seconds since the newest input sample; unset: the built-in query's own, "
+        "none for a custom query; empty: no freshness check",
+    )
     timeout_seconds: float = Field(default=5.0, gt=0)
     max_sample_age_seconds: float = Field(
-        default=120.0, gt=0, description="older samples count as stale, so as 'signal unavailable'"
+        default=120.0, gt=0, description="older inputs count as stale, so as 'signal unavailable'"
     )
+
+    @property
+    def freshness(self) -> str:
+        """The freshness query in effect ('' for none)."""
+        if self.freshness_query is not None:
+            return self.freshness_query
+        return FRESHNESS_OF.get(self.query, "")
 
 
 class SignalConfig(_Section):

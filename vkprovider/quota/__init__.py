@@ -1,1 +1,1 @@
-"""Keep a Kueue ClusterQueue's local-flavor quota equal to what the healthy local nodes offer."""
+"""Keep Kueue ClusterQueues' quota equal to what the healthy local nodes offer (docs/kueue.md)."""

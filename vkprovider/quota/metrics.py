@@ -6,16 +6,28 @@ from prometheus_client import Counter, Gauge
 
 OFFERED = Gauge(
     "vkprovider_quota_offered",
-    "What healthy local nodes offer, minus the reserve",
-    ["cluster_queue", "resource"],
+    "What a flavor's healthy nodes offer, minus the reserve",
+    ["flavor", "resource"],
+)
+USED = Gauge(
+    "vkprovider_quota_used",
+    "What admitted workloads of every ClusterQueue with quota in the flavor use",
+    ["flavor", "resource"],
 )
 NOMINAL = Gauge(
-    "vkprovider_quota_nominal", "nominalQuota last seen or written", ["cluster_queue", "resource"]
+    "vkprovider_quota_nominal",
+    "nominalQuota last seen or written",
+    ["cluster_queue", "flavor", "resource"],
 )
-HEALTHY_NODES = Gauge("vkprovider_quota_healthy_nodes", "Local nodes counted in the quota", ["cluster_queue"])
+HEALTHY_NODES = Gauge("vkprovider_quota_healthy_nodes", "Nodes counted in a flavor's offer", ["flavor"])
+ON_HOLD = Gauge(
+    "vkprovider_quota_on_hold",
+    "1 while the sync holds the ClusterQueue (stopPolicy Hold: usage exceeds the offer)",
+    ["cluster_queue"],
+)
 WRITES = Counter("vkprovider_quota_writes_total", "ClusterQueue quota writes by outcome", ["outcome"])
-HELD = Counter(
-    "vkprovider_quota_held_total",
-    "Times a lower quota was refused because admitted workloads use it",
-    ["resource"],
+HOLDS = Counter(
+    "vkprovider_quota_holds_total",
+    "Times the sync set stopPolicy Hold because admitted usage exceeded the offer",
+    ["cluster_queue"],
 )

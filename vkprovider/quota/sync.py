@@ -1,12 +1,13 @@
-"""The quota sync loop: informers on Nodes and the ClusterQueue, one JSON patch per change.
+"""The quota sync loop: informers on Nodes and ClusterQueues, one JSON patch per queue and change.
 
 It reacts to informer events (debounced) and re-checks at least every ``interval_seconds``; it
-never lists per reading. A write replaces only the synced ``nominalQuota`` fields, guarded by
-the ClusterQueue's resourceVersion (a concurrent edit fails the patch and the next round
-starts from the fresh object). Each write gets an Event naming the nodes that changed it; a
-value edited by hand is overwritten with an Event saying so; a decrease below what admitted
-workloads hold is refused with a Warning Event. State belongs to one run: a new leadership
-term builds a new ``QuotaSync``.
+never lists per reading. A write replaces only the synced fields (the configured flavors'
+``nominalQuota``, and ``stopPolicy`` while the sync holds the queue: ``plan.py``), guarded by
+the ClusterQueue's resourceVersion (a concurrent edit fails the patch and the next round starts
+from the fresh object). Each write gets an Event naming the nodes that changed it; a value
+edited by hand is overwritten with an Event saying so; a hold and its release are Events too.
+State belongs to one run: a new leadership term builds a new ``QuotaSync`` (whether a hold is
+the sync's own is read from the queue's annotation, not remembered).
 """
 
 from __future__ import annotations
@@ -21,24 +22,48 @@ from vkprovider.kube.errors import KubeConflict, KubeError, KubeInvalid
 from vkprovider.kube.events import EventRecorder
 from vkprovider.kube.informer import Informer
 from vkprovider.kube.resources import api_path
-from vkprovider.quota import metrics
-from vkprovider.quota.capacity import NodeState, in_pool, node_state, offered
+from vkprovider.quota import metrics, report
 from vkprovider.quota.config import QuotaConfig
-from vkprovider.quota.plan import Plan, QuotaTargetError, format_quantity, in_use, locate, patch_ops, plan
+from vkprovider.quota.plan import (
+    FlavorQuota,
+    QueuePlan,
+    QuotaTargetError,
+    format_quantity,
+    held_by_sync,
+    locate,
+    patch_ops,
+)
+from vkprovider.quota.reading import FlavorReading, plan_queue, read_flavors
 from vkprovider.retry import Backoff
-from vkprovider.translate.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
+JSON_PATCH = "application/json-patch+json"
+_DEBOUNCE_SECONDS = 0.5
 
 
 def cluster_queue_path(name: str) -> str:
     return api_path("clusterqueues", name, group="kueue.x-k8s.io", version="v1beta2")
 
 
-JSON_PATCH = "application/json-patch+json"
-_DEBOUNCE_SECONDS = 0.5
+def locate_all(config: QuotaConfig, name: str, cq: JSON | None) -> dict[str, FlavorQuota]:
+    """The synced fields of queue ``name`` in each of its flavors; ``QuotaTargetError`` naming
+    the config field when the queue, a flavor or a resource is missing."""
+    where = {}
+    for target in config.targets():
+        for i, queue in enumerate(target.flavor.queues):
+            if queue.name == name:
+                where[target.flavor.name] = locate(
+                    cq,
+                    name,
+                    target.flavor.name,
+                    target.flavor.resources,
+                    queue_field=target.queue_field(i),
+                    flavor_field=target.name_field,
+                    resources_field=target.resources_field,
+                )
+    return where
 
 
 class QuotaSync:
@@ -46,26 +71,23 @@ class QuotaSync:
         self._kube = kube
         self._config = config
         self._recorder = recorder
-        self._reserve = {name: parse_quantity(v, name) for name, v in config.reserve.items()}
         self._dirty = asyncio.Event()
         self._nodes = Informer(kube, "/api/v1/nodes", handler=self._changed)
-        self._queues = Informer(
-            kube,
-            f"{KUEUE_API}/clusterqueues",
-            field_selector=f"metadata.name={config.cluster_queue}",
-            handler=self._changed,
-        )
-        self._written: dict[str, Decimal] = {}  #: what this run last wrote (to spot hand edits)
-        self._counted: dict[str, str] = {}  #: node -> state when the quota was last written
+        # every queue, not only ours: the usage of a flavor counts whoever holds it
+        self._queues = Informer(kube, f"{KUEUE_API}/clusterqueues", handler=self._changed)
+        self._written: dict[tuple[str, str, str], Decimal] = {}  #: (queue, flavor, resource) last written
+        self._counted: dict[str, report.Counted] = {}  #: queue -> node states when last written
+        self._warned: set[tuple[str, str]] = set()  #: (flavor, unmanaged queue) warned this term
         self.writes = 0
         self.rounds = 0  #: completed sync rounds (a dry run is observable through these two)
-        self.last_plan: Plan | None = None
+        self.last_plans: dict[str, QueuePlan] = {}
+        self.last_readings: list[FlavorReading] = []
 
     def _changed(self, _kind: str, _old: JSON | None, _new: JSON) -> None:
         self._dirty.set()
 
     async def run(self) -> None:
-        """Sync until cancelled. Raises ``QuotaTargetError`` at start if the target is missing."""
+        """Sync until cancelled. Raises ``QuotaTargetError`` at start if a target is missing."""
         tasks = [asyncio.create_task(i.run()) for i in (self._nodes, self._queues)]
         try:
             try:
@@ -76,12 +98,12 @@ class QuotaSync:
                     "could not list Nodes and ClusterQueues within 60s: is the apiserver reachable "
                     "and Kueue's API (kueue.x-k8s.io/v1beta2) installed?"
                 ) from None
-            cfg = self._config
-            locate(self._queue(), cfg.cluster_queue, cfg.flavor, cfg.resources)  # fail fast, no writes
-            backoff = Backoff(base=1.0, cap=cfg.interval_seconds * 6, jitter=0.5)
+            for name in self._config.queue_names():  # fail fast, no writes
+                locate_all(self._config, name, self._queue(name))
+            backoff = Backoff(base=1.0, cap=self._config.interval_seconds * 6, jitter=0.5)
             while True:
                 try:
-                    self.last_plan = await self.sync_once()
+                    await self.sync_once()
                     self.rounds += 1
                     backoff.reset()
                 except Exception:  # a bug or an odd object must not end the sync for good
@@ -93,7 +115,7 @@ class QuotaSync:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
                 # lands as the event fires, and the loop would outlive its term
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(cfg.interval_seconds):
+                    async with asyncio.timeout(self._config.interval_seconds):
                         await self._dirty.wait()
                 await asyncio.sleep(_DEBOUNCE_SECONDS)  # a burst of node events makes one write
         finally:
@@ -101,112 +123,139 @@ class QuotaSync:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _queue(self) -> JSON | None:
-        return self._queues.get(f"/{self._config.cluster_queue}")
+    def _queue(self, name: str) -> JSON | None:
+        return self._queues.get(f"/{name}")
 
-    def node_states(self) -> list[NodeState]:
-        cfg = self._config
-        return [
-            node_state(node, cfg.resources, cfg.maintenance_taints)
-            for node in self._nodes.cache.values()
-            if in_pool(node, cfg.node_selector)
-        ]
-
-    async def sync_once(self) -> Plan | None:
-        """One reading and, if the quota differs, one guarded write. Returns the plan (or None)."""
+    async def sync_once(self) -> dict[str, QueuePlan]:
+        """One reading and, per queue whose fields differ, one guarded write. Returns the plans."""
         self._dirty.clear()
         cfg = self._config
-        cq = self._queue()
-        try:
-            where = locate(cq, cfg.cluster_queue, cfg.flavor, cfg.resources)
-        except QuotaTargetError as exc:  # while running: the queue was deleted or edited
-            log.error("quota sync: %s; not writing", exc)
-            metrics.WRITES.labels("target_missing").inc()
-            return None
-        assert cq is not None
-        nodes = self.node_states()
-        want = offered(nodes, cfg.resources, self._reserve)
-        result = plan(where.current, want, in_use(cq, cfg.flavor))
-        self._observe(nodes, want, where.current)
-        await self._report_held(cq, result)
-        if not result.changes:
-            self._written = dict(result.target)
-            self._counted = {n.name: n.state for n in nodes}
-            return result
-        if cfg.dry_run:
-            log.info("quota sync (dry run): would set %s", _describe(result.changes))
-            return result
+        queues = {cq["metadata"]["name"]: cq for cq in self._queues.cache.values()}
+        readings = read_flavors(cfg.targets(), self._nodes.cache.values(), queues, cfg.maintenance_taints)
+        self.last_readings = readings
+        self._observe(readings)
+        await self._warn_unmanaged(readings, queues)
+        plans: dict[str, QueuePlan] = {}
+        for name in cfg.queue_names():
+            cq = queues.get(name)
+            try:
+                where = locate_all(cfg, name, cq)
+            except QuotaTargetError as exc:  # while running: the queue was deleted or edited
+                log.error("quota sync: %s; not writing it", exc)
+                metrics.WRITES.labels("target_missing").inc()
+                continue
+            assert cq is not None
+            plan = plan_queue(name, cq, readings, where, hold=cfg.hold)
+            plans[name] = plan
+            await self._apply(cq, plan, where, readings)
+        self.last_plans = plans
+        return plans
+
+    async def _apply(
+        self, cq: JSON, plan: QueuePlan, where: dict[str, FlavorQuota], readings: list[FlavorReading]
+    ) -> None:
+        name = plan.queue
+        for (flavor, resource), value in where_current(where).items():
+            metrics.NOMINAL.labels(name, flavor, resource).set(float(value))
+        if not plan.writes:
+            self._remember(plan, readings, cq)
+            return
+        if self._config.dry_run:
+            log.info(
+                "quota sync (dry run): ClusterQueue %s: would set %s%s",
+                name,
+                report.describe(plan.changes) or "no quota",
+                f", stopPolicy {plan.hold}" if plan.hold else "",
+            )
+            return
+        pointers = {(f, r): p for f, located in where.items() for r, p in located.pointers.items()}
         try:
             await self._kube.request(
                 "PATCH",
-                cluster_queue_path(cfg.cluster_queue),
-                body=patch_ops(cq["metadata"]["resourceVersion"], where.pointers, result.changes),
+                cluster_queue_path(name),
+                body=patch_ops(cq, pointers, plan.changes, plan.hold),
                 content_type=JSON_PATCH,
             )
         except (KubeConflict, KubeInvalid) as exc:  # resourceVersion moved on: retry from fresh state
             metrics.WRITES.labels("conflict").inc()
-            log.info("quota sync: ClusterQueue changed meanwhile (%s); retrying", exc.status)
+            log.info("quota sync: ClusterQueue %s changed meanwhile (%s); retrying", name, exc.status)
             self._dirty.set()
-            return None
+            return
         except KubeError as exc:
             metrics.WRITES.labels("error").inc()
-            log.warning("quota sync: writing ClusterQueue %s failed: %s", cfg.cluster_queue, exc)
+            log.warning("quota sync: writing ClusterQueue %s failed: %s", name, exc)
             self._dirty.set()
-            return None
+            return
         metrics.WRITES.labels("written").inc()
         self.writes += 1
-        await self._report_write(cq, result, where.current, nodes)
-        self._written = dict(result.target)
-        self._counted = {n.name: n.state for n in nodes}
-        for name, value in result.target.items():
-            metrics.NOMINAL.labels(cfg.cluster_queue, name).set(float(value))
-        return result
+        await self._report(cq, plan, where, readings)
+        self._remember(plan, readings, cq)
+        for (flavor, resource), value in plan.target.items():
+            metrics.NOMINAL.labels(name, flavor, resource).set(float(value))
 
-    def _observe(self, nodes: list[NodeState], want: dict[str, Decimal], current: dict[str, Decimal]) -> None:
-        name = self._config.cluster_queue
-        metrics.HEALTHY_NODES.labels(name).set(sum(1 for n in nodes if n.healthy))
-        for resource, value in want.items():
-            metrics.OFFERED.labels(name, resource).set(float(value))
-            metrics.NOMINAL.labels(name, resource).set(float(current.get(resource, 0)))
+    def _remember(self, plan: QueuePlan, readings: list[FlavorReading], cq: JSON) -> None:
+        for (flavor, resource), value in plan.target.items():
+            self._written[(plan.queue, flavor, resource)] = value
+        self._counted[plan.queue] = report.counted(readings)
+        held = plan.hold == "hold" or (plan.hold is None and held_by_sync(cq))
+        metrics.ON_HOLD.labels(plan.queue).set(1 if held else 0)
 
-    async def _report_write(
-        self, cq: JSON, result: Plan, current: dict[str, Decimal], nodes: list[NodeState]
+    async def _report(
+        self, cq: JSON, plan: QueuePlan, where: dict[str, FlavorQuota], readings: list[FlavorReading]
     ) -> None:
+        name = plan.queue
+        current = where_current(where)
         edited = {
-            r: (self._written[r], current[r])
-            for r in result.changes
-            if r in self._written and current.get(r) != self._written[r]
+            key: (self._written[(name, *key)], current[key])
+            for key in plan.changes
+            if (name, *key) in self._written and current.get(key) != self._written[(name, *key)]
         }
         if edited:
             text = ", ".join(
-                f"{r} was {format_quantity(r, now)} (last synced {format_quantity(r, ours)})"
-                for r, (ours, now) in sorted(edited.items())
+                f"{r} of flavor {f} was {format_quantity(r, now)} (last synced {format_quantity(r, ours)})"
+                for (f, r), (ours, now) in sorted(edited.items())
             )
             await self._event(
-                cq,
-                "Warning",
-                "QuotaOverwritten",
-                f"edited outside the sync: {text}; set back to what healthy nodes offer",
+                cq, "Warning", "QuotaOverwritten", f"edited outside the sync: {text}; set back to the offer"
             )
-        message = f"nominalQuota of flavor {self._config.flavor}: {_describe(result.changes)}"
-        moved = _node_changes(self._counted, nodes)
-        if moved:
-            message += f"; nodes: {moved}"
-        await self._event(cq, "Normal", "QuotaSynced", message)
-        log.info("quota sync: %s", message)
+        if plan.changes:
+            message = report.synced_message(plan, readings, self._counted.get(name, {}))
+            await self._event(cq, "Normal", "QuotaSynced", message)
+            log.info("quota sync: ClusterQueue %s: %s", name, message)
+        if plan.hold == "hold":
+            metrics.HOLDS.labels(name).inc()
+            message = report.hold_message(plan)
+            await self._event(cq, "Warning", "QuotaHold", message)
+            log.warning("quota sync: ClusterQueue %s: %s", name, message)
+        elif plan.hold == "release":
+            message = "stopPolicy None: admitted usage fits what the healthy nodes offer again"
+            await self._event(cq, "Normal", "QuotaReleased", message)
+            log.info("quota sync: ClusterQueue %s: %s", name, message)
+        elif plan.hold == "unmark":
+            policy = (cq.get("spec") or {}).get("stopPolicy") or "None"
+            message = f"stopPolicy was set to {policy} by someone else: the sync no longer owns the hold"
+            await self._event(cq, "Normal", "QuotaHoldTakenOver", message)
 
-    async def _report_held(self, cq: JSON, result: Plan) -> None:
-        for resource, (want, kept) in sorted(result.held.items()):
-            if self._written.get(resource) == kept and resource not in result.changes:
-                continue  # already said for this value
-            metrics.HELD.labels(resource).inc()
-            await self._event(
-                cq,
-                "Warning",
-                "QuotaHeld",
-                f"not lowering {resource} to {format_quantity(resource, want)} (what healthy nodes offer): "
-                f"admitted workloads use {format_quantity(resource, kept)}",
-            )
+    def _observe(self, readings: list[FlavorReading]) -> None:
+        for reading in readings:
+            metrics.HEALTHY_NODES.labels(reading.name).set(sum(1 for n in reading.nodes if n.healthy))
+            for resource, value in reading.offer.items():
+                metrics.OFFERED.labels(reading.name, resource).set(float(value))
+                metrics.USED.labels(reading.name, resource).set(float(reading.total_used(resource)))
+
+    async def _warn_unmanaged(self, readings: list[FlavorReading], queues: dict[str, JSON]) -> None:
+        for reading in readings:
+            for name in reading.unmanaged:
+                if (reading.name, name) in self._warned:
+                    continue
+                self._warned.add((reading.name, name))
+                message = (
+                    f"has nominalQuota in flavor {reading.name}, whose offer the quota sync splits "
+                    f"between {', '.join(q.name for q in reading.target.flavor.queues)} only: its quota "
+                    f"comes on top (list it under {reading.target.field}.queues, with a share)"
+                )
+                log.warning("quota sync: ClusterQueue %s %s", name, message)
+                await self._event(queues[name], "Warning", "QuotaNotManaged", message)
 
     async def _event(self, cq: JSON, kind: str, reason: str, message: str) -> None:
         meta = cq["metadata"]
@@ -219,24 +268,5 @@ class QuotaSync:
         await self._recorder.record(involved, "Warning" if kind == "Warning" else "Normal", reason, message)
 
 
-def _describe(changes: dict[str, tuple[Decimal, Decimal]]) -> str:
-    return ", ".join(
-        f"{r} {format_quantity(r, old)}->{format_quantity(r, new)}"
-        for r, (old, new) in sorted(changes.items())
-    )
-
-
-def _node_changes(before: dict[str, str], nodes: list[NodeState]) -> str:
-    now = {n.name: n.state for n in nodes}
-    parts = []
-    for name in sorted(set(before) | set(now)):
-        was, is_ = before.get(name), now.get(name)
-        if was == is_:
-            continue
-        if is_ is None:
-            parts.append(f"{name} left (deleted)")
-        elif is_ == "healthy":
-            parts.append(f"{name} joined" + (f" (was {was})" if was else ""))
-        elif was == "healthy" or was is None:
-            parts.append(f"{name} left ({is_})" if was else f"{name} not counted ({is_})")
-    return ", ".join(parts)
+def where_current(where: dict[str, FlavorQuota]) -> dict[tuple[str, str], Decimal]:
+    return {(f, r): v for f, located in where.items() for r, v in located.current.items()}

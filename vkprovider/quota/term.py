@@ -10,20 +10,20 @@ from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeNotFound
 from vkprovider.kube.events import EventRecorder
 from vkprovider.quota.config import QuotaConfig
-from vkprovider.quota.plan import locate
-from vkprovider.quota.sync import QuotaSync, cluster_queue_path
+from vkprovider.quota.sync import QuotaSync, cluster_queue_path, locate_all
 
 COMPONENT = "vkprovider-quota"
 
 
 async def preflight(kube: KubeClient, config: QuotaConfig) -> None:
-    """Raise ``QuotaTargetError`` (a ``ConfigError``: exit 2, field named) when the configured
-    ClusterQueue, flavor or resources do not exist. A missing Kueue API reads as a missing queue."""
-    try:
-        cq = await kube.request("GET", cluster_queue_path(config.cluster_queue))
-    except KubeNotFound:
-        cq = None
-    locate(cq, config.cluster_queue, config.flavor, config.resources)
+    """Raise ``QuotaTargetError`` (a ``ConfigError``: exit 2, field named) when a configured
+    ClusterQueue, flavor or resource does not exist. A missing Kueue API reads as a missing queue."""
+    for name in config.queue_names():
+        try:
+            cq = await kube.request("GET", cluster_queue_path(name))
+        except KubeNotFound:
+            cq = None
+        locate_all(config, name, cq)
 
 
 async def run_term(kube: KubeClient, config: QuotaConfig, host: str) -> None:

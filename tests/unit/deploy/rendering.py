@@ -13,13 +13,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.build import DESCHEDULER_VERSION, Toolchain
+from vkprovider.devcluster.kueue_build import go_module_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -30,6 +32,12 @@ TARGETS = {
     "demo": DEPLOY / "overlays" / "demo",
     "runpod": DEPLOY / "overlays" / "runpod",
 }
+#: every rendered target: the service's, and the Descheduler of the return path (kube-system)
+RENDERED_TARGETS = {**TARGETS, "descheduler": DEPLOY / "descheduler"}
+#: deploy/descheduler's upstream, as users fetch it (kustomize's remote form: repo//path?ref=tag)
+UPSTREAM_DESCHEDULER = (
+    f"https://github.com/kubernetes-sigs/descheduler//kubernetes/deployment?ref={DESCHEDULER_VERSION}"
+)
 SERVICE_ACCOUNT = ("vkprovider-system", "vkprovider")
 
 
@@ -41,8 +49,30 @@ def kubectl() -> str | None:
     return shutil.which("kubectl")
 
 
+def upstream_descheduler() -> Path:
+    """The same manifests from the pinned Go module (sigs.k8s.io/descheduler at the same tag):
+    this machine has no GitHub, and nothing of upstream is copied into the repository."""
+    return go_module_dir("sigs.k8s.io/descheduler", DESCHEDULER_VERSION) / "kubernetes" / "deployment"
+
+
+def with_local_upstream(directory: Path, into: Path) -> Path:
+    """A copy of ``directory`` (a kustomization naming UPSTREAM_DESCHEDULER) in ``into`` whose
+    remote resource reads the module's copy instead; everything else is byte for byte the same."""
+    text = (directory / "kustomization.yaml").read_text()
+    line = f"  - {UPSTREAM_DESCHEDULER}\n"
+    if text.count(line) != 1:
+        raise RuntimeError(f"{directory}/kustomization.yaml must name {UPSTREAM_DESCHEDULER} once")
+    shutil.copytree(directory, into, dirs_exist_ok=True)
+    local = os.path.relpath(upstream_descheduler(), into)  # kustomize refuses absolute paths
+    (into / "kustomization.yaml").write_text(text.replace(line, f"  - {local}\n"))
+    return into
+
+
 def render(target: str | Path) -> str:
-    directory = TARGETS[target] if isinstance(target, str) else target
+    if target == "descheduler":
+        with tempfile.TemporaryDirectory() as tmp:
+            return render(with_local_upstream(RENDERED_TARGETS["descheduler"], Path(tmp) / "descheduler"))
+    directory = RENDERED_TARGETS[target] if isinstance(target, str) else target
     binary = kubectl()
     if binary is None:
         raise RuntimeError("no kubectl: run `make cluster-build`")
@@ -96,7 +126,7 @@ def with_components(directory: Path, *components: Path) -> str:
 
 def main() -> int:
     RENDERED.mkdir(exist_ok=True)
-    for target in TARGETS:
+    for target in RENDERED_TARGETS:
         (RENDERED / f"{target}.yaml").write_text(render(target))
         print(f"wrote deploy/rendered/{target}.yaml")
     return 0

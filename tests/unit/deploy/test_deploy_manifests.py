@@ -29,7 +29,7 @@ def rendered() -> dict[str, list[dict[str, Any]]]:
     return {target: objects(rendering.render(target)) for target in TARGETS}
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("target", list(rendering.RENDERED_TARGETS))
 def test_rendered_output_matches_the_checked_in_file(target: str) -> None:
     expected = (RENDERED / f"{target}.yaml").read_text()
     assert rendering.render(target) == expected, (
@@ -377,23 +377,80 @@ def test_the_kueue_quota_component_grants_only_clusterqueues_and_the_node_list(t
     assert not [d for d in base if "kueue" in str(d.get("rules", ""))]  # the base grants none
 
 
-STAND_IN_POLICY = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n"
+POLICY = DEPLOY / "descheduler" / "policy.yaml"
+#: what upstream's example policy (kubernetes/base/configmap.yaml) runs; never ours
+UPSTREAM_EXAMPLE = ("LowNodeUtilization", "RemoveDuplicates", "RemovePodsViolatingInterPodAntiAffinity")
 
 
-def test_the_descheduler_component_wraps_the_policy(tmp_path: Path) -> None:
-    """The wrapping, with the gate's policy.yaml when present (else a stand-in: the policy is
-    the gate work's, on its own branch)."""
-    component = tmp_path / "descheduler"
-    component.mkdir()
-    shutil.copy(DEPLOY / "descheduler" / "kustomization.yaml", component)
-    policy = DEPLOY / "descheduler" / "policy.yaml"
-    text = policy.read_text() if policy.is_file() else STAND_IN_POLICY
-    (component / "policy.yaml").write_text(text)
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(rendering.with_component(component, overlay))
-    docs = objects(rendering.render(overlay))
-    cm = one(docs, "ConfigMap", "descheduler-policy-configmap")
-    assert cm["metadata"]["namespace"] == "kube-system"
-    assert cm["data"]["policy.yaml"] == text
-    one(docs, "Deployment", "vkprovider")  # the base is untouched
+def descheduler_policy(docs: list[dict[str, Any]]) -> tuple[str, str]:
+    """(ConfigMap name, policy text) the Descheduler's Deployment mounts at /policy-dir."""
+    deployment = one(docs, "Deployment", "descheduler")
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    args = container["args"]
+    assert args[args.index("--policy-config-file") + 1] == "/policy-dir/policy.yaml"
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/policy-dir"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    name = volume["configMap"]["name"]
+    return name, one(docs, "ConfigMap", name)["data"]["policy.yaml"]
+
+
+def test_the_descheduler_overlay_is_upstreams_at_the_pinned_version() -> None:
+    from vkprovider.devcluster.build import DESCHEDULER_VERSION
+
+    assert rendering.UPSTREAM_DESCHEDULER.endswith(f"?ref={DESCHEDULER_VERSION}")
+    text = (DEPLOY / "descheduler" / "kustomization.yaml").read_text()
+    assert f"  - {rendering.UPSTREAM_DESCHEDULER}\n" in text  # what users fetch
+    assert not list((DEPLOY / "descheduler").glob("*deployment*"))  # nothing of upstream copied in
+    docs = objects(rendering.render("descheduler"))
+    (deployment,) = find(docs, "Deployment")
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"registry.k8s.io/descheduler/descheduler:{DESCHEDULER_VERSION}"
+    assert {
+        d["metadata"].get("namespace") for d in docs if d["kind"] not in ("ClusterRole", "ClusterRoleBinding")
+    } == {"kube-system"}
+
+
+def test_the_descheduler_runs_our_policy_and_upstreams_example_never_reaches_the_cluster() -> None:
+    text = rendering.render("descheduler")
+    docs = objects(text)
+    name, policy = descheduler_policy(docs)
+    assert policy == POLICY.read_text()
+    assert name.startswith("descheduler-policy-")  # a content hash: see the next test
+    assert [d["metadata"]["name"] for d in find(docs, "ConfigMap")] == [name]
+    assert not [word for word in UPSTREAM_EXAMPLE if word in text]
+    enabled = [
+        plugin
+        for profile in yaml.safe_load(policy)["profiles"]
+        for point in (profile.get("plugins") or {}).values()
+        for plugin in point.get("enabled") or []
+    ]
+    assert enabled and not set(enabled) & set(UPSTREAM_EXAMPLE)
+    assert not list(find(docs, "Role")) and not list(find(docs, "RoleBinding"))  # no Secret reads
+    args = one(docs, "Deployment", "descheduler")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--descheduling-interval") + 1] == "2m"
+
+
+def test_an_edited_policy_rolls_the_descheduler(tmp_path: Path) -> None:
+    """The Deployment mounts the policy by a name with its content hash: a new policy is a new
+    pod template, so applying it rolls the Descheduler (which reads the policy only at start)."""
+    copy = shutil.copytree(DEPLOY / "descheduler", tmp_path / "descheduler")
+    edited = POLICY.read_text().replace("maxNoOfPodsToEvictTotal:", "maxNoOfPodsToEvictTotal: 3 #", 1)
+    assert edited != POLICY.read_text()
+    (copy / "policy.yaml").write_text(edited)
+    before = descheduler_policy(objects(rendering.render("descheduler")))
+    after = descheduler_policy(
+        objects(rendering.render(rendering.with_local_upstream(copy, tmp_path / "built")))
+    )
+    assert after[1] == edited
+    assert after[0] != before[0]
+
+
+def test_the_descheduler_overlay_refuses_an_upstream_it_does_not_expect(tmp_path: Path) -> None:
+    """Each patch tests upstream's value first: an upstream whose Deployment differs fails the
+    build (here: another interval) instead of being patched blindly."""
+    copy = shutil.copytree(DEPLOY / "descheduler", tmp_path / "descheduler")
+    text = (copy / "kustomization.yaml").read_text()
+    (copy / "kustomization.yaml").write_text(text.replace('"5m"', '"10m"'))
+    with pytest.raises(RuntimeError, match="testing value"):
+        rendering.render(rendering.with_local_upstream(copy, tmp_path / "built"))

@@ -90,3 +90,53 @@ async def test_start_tolerates_an_unreachable_server() -> None:
         raise httpx.ConnectError("connection refused", request=request)
 
     await make(refuse).start()  # the timeout rule handles an outage; it is not a config error
+
+
+FRESH = "time() - max(timestamp(up))"
+
+
+def with_freshness(free: Any, age: Any) -> PrometheusSignal:
+    def handler(request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        if query == FRESH:
+            return httpx.Response(400 if age.get("errorType") == "bad_data" else 200, json=age)
+        assert query == QUERY
+        return httpx.Response(200, json=free)
+
+    client = httpx.AsyncClient(base_url="http://prom.test", transport=httpx.MockTransport(handler))
+    cfg = PrometheusSignalConfig(
+        url="http://prom.test", query=QUERY, freshness_query=FRESH, max_sample_age_seconds=60
+    )
+    return PrometheusSignal(cfg, client=client, clock=lambda: NOW)
+
+
+async def test_fresh_inputs_give_the_reading() -> None:
+    assert (await with_freshness(vector(5), vector(12)).read()).free_gpus == 5
+
+
+async def test_inputs_older_than_the_limit_are_stale_though_the_result_is_stamped_now() -> None:
+    with pytest.raises(SignalUnavailable) as err:
+        await with_freshness(vector(5), vector(200)).read()
+    assert err.value.kind == "stale"
+    assert "200s old (max 60s" in str(err.value) and FRESH in str(err.value)
+
+
+async def test_no_input_sample_at_all_is_empty_naming_the_freshness_query() -> None:
+    with pytest.raises(SignalUnavailable) as err:
+        await with_freshness(vector(5), vector()).read()
+    assert err.value.kind == "empty" and FRESH in str(err.value)
+
+
+async def test_start_refuses_an_invalid_freshness_query_naming_its_field() -> None:
+    bad = {"status": "error", "errorType": "bad_data", "error": "parse error"}
+    with pytest.raises(ConfigError, match=r"gate\.signal\.prometheus\.freshness_query: .*timestamp\(up\)"):
+        await with_freshness(vector(5), bad).start()
+
+
+def test_the_built_in_queries_bring_their_freshness_query_and_a_custom_one_none() -> None:
+    from vkprovider.gate.prom_queries import DCGM_FRESHNESS_QUERY, DCGM_QUERY, KSM_FRESHNESS_QUERY
+
+    assert PrometheusSignalConfig().freshness == KSM_FRESHNESS_QUERY
+    assert PrometheusSignalConfig(query=DCGM_QUERY).freshness == DCGM_FRESHNESS_QUERY
+    assert PrometheusSignalConfig(query=QUERY).freshness == ""
+    assert PrometheusSignalConfig(freshness_query="").freshness == ""

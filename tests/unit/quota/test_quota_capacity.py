@@ -57,8 +57,64 @@ def test_a_node_without_a_ready_condition_or_being_deleted_does_not_count() -> N
     assert state(gone) == "deleting"
 
 
-def test_other_taints_do_not_count_as_maintenance() -> None:
-    assert state(node("a", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])) == "healthy"
+def taint(key: str, effect: str = "NoSchedule", value: str = "") -> dict[str, str]:
+    return {"key": key, "value": value, "effect": effect}
+
+
+def tainted(tolerations: list[dict[str, Any]], *taints: dict[str, str]) -> str:
+    obj = node("a", taints=list(taints))
+    return node_state(obj, RESOURCES, ["node.kubernetes.io/maintenance"], tolerations).state
+
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_foreign_no_schedule_or_no_execute_taint_takes_the_node_out() -> None:
+    gpu = taint("nvidia.com/gpu", value="present")
+    assert tainted([], gpu) == "untolerated taint nvidia.com/gpu=present:NoSchedule"
+    assert (
+        tainted([], taint("dedicated", "NoExecute", "infra")) == "untolerated taint dedicated=infra:NoExecute"
+    )
+
+
+def test_a_taint_the_flavors_workloads_tolerate_still_counts() -> None:
+    gpu = taint("nvidia.com/gpu", value="present")
+    assert tainted([GPU_TOLERATION], gpu) == "healthy"
+    assert tainted([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}], gpu) == "healthy"
+    assert tainted([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "other"}], gpu).startswith(
+        "untolerated"
+    )
+    assert tainted([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], gpu).startswith(
+        "untolerated"
+    )
+    assert tainted([{"operator": "Exists"}], gpu, taint("dedicated", "NoExecute")) == "healthy"
+
+
+def test_prefer_no_schedule_taints_do_not_take_a_node_out() -> None:
+    assert tainted([], taint("example.com/soft", "PreferNoSchedule")) == "healthy"
+
+
+@pytest.mark.parametrize(
+    ("key", "effect", "why"),
+    [
+        ("ToBeDeletedByClusterAutoscaler", "NoSchedule", "autoscaler taint ToBeDeletedByClusterAutoscaler"),
+        (
+            "DeletionCandidateOfClusterAutoscaler",
+            "PreferNoSchedule",
+            "autoscaler taint DeletionCandidateOfClusterAutoscaler",
+        ),
+        ("node.kubernetes.io/out-of-service", "NoExecute", "out-of-service taint"),
+        (
+            "node.kubernetes.io/maintenance",
+            "PreferNoSchedule",
+            "maintenance taint node.kubernetes.io/maintenance",
+        ),
+    ],
+)
+def test_a_leaving_node_never_counts_even_for_workloads_that_tolerate_everything(
+    key: str, effect: str, why: str
+) -> None:
+    assert tainted([{"operator": "Exists"}], taint(key, effect)) == why
 
 
 def test_pool_membership_is_by_labels() -> None:
@@ -93,7 +149,8 @@ def test_config_names_the_bad_reserve_field() -> None:
 
 
 def test_event_text_names_the_nodes_that_moved() -> None:
-    from vkprovider.quota.sync import _node_changes
+    from vkprovider.quota.reading import FlavorReading
+    from vkprovider.quota.report import node_changes
 
     before = {"a": "healthy", "b": "healthy", "c": "cordoned"}
     now = [
@@ -101,7 +158,9 @@ def test_event_text_names_the_nodes_that_moved() -> None:
         node_state(node("c"), RESOURCES, []),
         node_state(node("d", ready="False"), RESOURCES, []),
     ]
+    (target,) = QuotaConfig(cluster_queue="training").targets()
+    reading = FlavorReading(target, now, {}, {}, {}, [])
     assert (
-        _node_changes(before, now)
+        node_changes(before, reading)
         == "a left (cordoned), b left (deleted), c joined (was cordoned), d not counted (NotReady)"
     )

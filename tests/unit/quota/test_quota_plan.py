@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from vkprovider.quota.plan import QuotaTargetError, format_quantity, in_use, locate, patch_ops, plan
+from vkprovider.quota.plan import (
+    HOLD_ANNOTATION,
+    QuotaTargetError,
+    format_quantity,
+    held_by_sync,
+    hold_action,
+    in_use,
+    locate,
+    nominal_in,
+    patch_ops,
+)
 
 RESOURCES = ["nvidia.com/gpu", "cpu", "memory"]
 
@@ -69,26 +79,83 @@ def test_in_use_takes_the_larger_of_reservation_and_usage_for_the_flavor() -> No
     assert in_use(queue(), "local-gpu") == {"nvidia.com/gpu": 8}
 
 
-def test_plan_lowers_to_what_is_offered_but_never_below_what_is_used() -> None:
-    current = {"nvidia.com/gpu": Decimal(16), "cpu": Decimal(128)}
-    result = plan(current, {"nvidia.com/gpu": Decimal(4), "cpu": Decimal(64)}, {"nvidia.com/gpu": Decimal(8)})
-    assert result.target == {"nvidia.com/gpu": 8, "cpu": 64}
-    assert result.held == {"nvidia.com/gpu": (4, 8)}
-    assert result.changes == {"nvidia.com/gpu": (16, 8), "cpu": (128, 64)}
+def test_nominal_in_reads_the_flavors_quota() -> None:
+    assert nominal_in(queue(), "spot") == {"nvidia.com/gpu": 99}
+    assert nominal_in(queue(), "nope") == {}
 
 
-def test_plan_without_a_difference_changes_nothing() -> None:
-    same = {"nvidia.com/gpu": Decimal(16)}
-    assert plan(same, same, {}).changes == {}
+def pointers() -> dict[tuple[str, str], str]:
+    where = locate(queue(), "training", "local-gpu", RESOURCES)
+    return {("local-gpu", r): p for r, p in where.pointers.items()}
 
 
 def test_patch_is_guarded_by_resource_version_and_replaces_only_the_changed_fields() -> None:
-    where = locate(queue(), "training", "local-gpu", RESOURCES)
-    ops = patch_ops("42", where.pointers, {"nvidia.com/gpu": (Decimal(16), Decimal(8))})
+    ops = patch_ops(queue(), pointers(), {("local-gpu", "nvidia.com/gpu"): (Decimal(16), Decimal(8))}, None)
     assert ops == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
         {"op": "replace", "path": "/spec/resourceGroups/1/flavors/1/resources/0/nominalQuota", "value": "8"},
     ]
+
+
+def test_a_hold_sets_stop_policy_and_marks_the_queue_as_the_syncs() -> None:
+    bare = queue()
+    ops = patch_ops(bare, pointers(), {}, "hold")
+    assert ops[1:] == [
+        {"op": "add", "path": "/spec/stopPolicy", "value": "Hold"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {HOLD_ANNOTATION: ops[2]["value"][HOLD_ANNOTATION]},
+        },
+    ]
+    annotated = queue()
+    annotated["metadata"]["annotations"] = {"team": "ml"}  # others' annotations stay
+    assert patch_ops(annotated, pointers(), {}, "hold")[2] == {
+        "op": "add",
+        "path": "/metadata/annotations/vkprovider.io~1quota-hold",
+        "value": ops[2]["value"][HOLD_ANNOTATION],
+    }
+    assert patch_ops(annotated, pointers(), {}, "release")[1:] == [
+        {"op": "add", "path": "/spec/stopPolicy", "value": "None"},
+        {"op": "remove", "path": "/metadata/annotations/vkprovider.io~1quota-hold"},
+    ]
+
+
+def with_policy(policy: str | None, ours: bool) -> dict[str, Any]:
+    cq = queue()
+    if policy is not None:
+        cq["spec"]["stopPolicy"] = policy
+    if ours:
+        cq["metadata"]["annotations"] = {HOLD_ANNOTATION: "x"}
+    return cq
+
+
+@pytest.mark.parametrize(
+    ("policy", "ours", "want", "action"),
+    [
+        (None, False, True, "hold"),  # Kueue's default is None
+        ("None", False, True, "hold"),
+        ("Hold", True, True, None),  # already held by the sync
+        ("Hold", False, True, None),  # an operator's hold already stops admission: leave it
+        ("HoldAndDrain", False, True, None),
+        ("Hold", True, False, "release"),
+        ("Hold", False, False, None),  # an operator's hold is never lifted by the sync
+        ("HoldAndDrain", True, False, "unmark"),  # an operator escalated ours: theirs now
+        ("None", True, False, "unmark"),
+        ("None", True, True, "hold"),  # an operator lifted ours while usage still exceeds the offer
+        ("None", False, False, None),
+    ],
+)
+def test_the_sync_lifts_only_its_own_hold(
+    policy: str | None, ours: bool, want: bool, action: str | None
+) -> None:
+    assert hold_action(with_policy(policy, ours), want) == action
+
+
+def test_held_by_sync_needs_both_the_hold_and_the_mark() -> None:
+    assert held_by_sync(with_policy("Hold", True))
+    assert not held_by_sync(with_policy("Hold", False))
+    assert not held_by_sync(with_policy("HoldAndDrain", True))
 
 
 @pytest.mark.parametrize(
