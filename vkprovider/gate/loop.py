@@ -17,6 +17,7 @@ from typing import Any
 
 from vkprovider.errors import ConfigError
 from vkprovider.gate import metrics
+from vkprovider.gate.claim import Claim, Standing, default_identity
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action, Decider, Decision, Observation
 from vkprovider.gate.kube_signal import KubeSignal
@@ -26,7 +27,8 @@ from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
 from vkprovider.gate.taint import TaintWriter, has_taint
 from vkprovider.gate.view import ClusterView
-from vkprovider.kube.client import KubeClient
+from vkprovider.kube import resources
+from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.errors import KubeError
 from vkprovider.kube.events import EventRecorder, EventType
 
@@ -48,6 +50,8 @@ class Gate:
         *,
         clock: Callable[[], float] = time.monotonic,
         signal_factory: Callable[[GateConfig, ClusterView], Signal] = build_signal,
+        identity: str | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -57,6 +61,14 @@ class Gate:
         self.writer = TaintWriter(kube, node_name, config.taint)
         self.events = EventRecorder(kube, component="vkprovider-gate", host=node_name)
         self.decider = Decider(config)
+        self.claim = Claim(
+            kube,
+            node_name,
+            identity=config.identity or identity or default_identity("serve"),
+            taint_key=config.taint.key,
+            signal_timeout_seconds=config.signal_timeout_seconds,
+            wall=wall,
+        )
         self.view: ClusterView | None = None
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
@@ -95,7 +107,8 @@ class Gate:
         self.running = True
         metrics.STATE.start()
         try:
-            await view.wait_synced()
+            # No wait for the caches: until they sync the signal is unavailable, and a taint
+            # held that long is removed (fail open) instead of staying for a stuck term.
             await signal.start()
             log.info(
                 "gate running on node %s (signal %s%s)",
@@ -139,10 +152,21 @@ class Gate:
         """One reading, one decision, at most one write."""
         assert self.view is not None
         now = self._clock()
-        node = self.view.node(self.node_name)
+        node = await self._node()
+        if not self.config.dry_run:  # the claim: paused, or another gate's, means no writes
+            verdict = self.claim.judge(node)
+            await self.claim.report(verdict, node, self.events)
+            if verdict.standing is not Standing.OWNER:
+                self.decider.tainted = None  # re-adopt the node's state once it is ours again
+                self.last_decision = Decision(Action.HOLD, verdict.reason, verdict.message)
+                return self.last_decision
+            await self.claim.renew(node)
         observed = has_taint(node, self.config.taint)
         if self.decider.tainted is None:
             self.decider.tainted = observed
+            ago = self.claim.adopted_flip(node)  # min_flip_interval holds across terms
+            if ago is not None:
+                self.decider.last_flip_at = now - ago
         reading = await self._read(signal)
         pods = list(self.view.all_pods())
         self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
@@ -189,6 +213,9 @@ class Gate:
                 return
             log.info("gate: %s node %s: %s", verb, self.node_name, decision.message)
         self.decider.flipped(present, now)
+        if not self.config.dry_run:
+            self.claim.flipped()
+            await self.claim.renew(node, force=True)
         direction = "taint" if present else "untaint"
         metrics.FLIPS.labels(direction).inc()
         self.flips = [
@@ -211,6 +238,18 @@ class Gate:
                 "uid": node["metadata"]["uid"],
             }
             await self.events.record(involved, kind, decision.reason, decision.message)
+
+    async def _node(self) -> JSON | None:
+        """The virtual node: from the informer once it synced, else one GET (so a gate whose
+        caches never sync still judges its claim and can fail open)."""
+        assert self.view is not None
+        if self.view.nodes_synced:
+            return self.view.node(self.node_name)
+        try:
+            return await resources.get_node(self.kube, self.node_name)
+        except KubeError as exc:
+            log.warning("gate: cannot read node %s: %s", self.node_name, exc)
+            return None
 
     async def _reassert(self) -> None:
         want = bool(self.decider.tainted)
