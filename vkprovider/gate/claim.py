@@ -143,11 +143,18 @@ class Claim:
             return  # a term starting as the owner is the ordinary case: nothing to say
         else:
             reason = "GateResumed"
-            message = f"gate {self.identity!r} owns the taint on {self.node_name} again (was {previous.value})"
+            message = (
+                f"gate {self.identity!r} owns the taint on {self.node_name} again (was {previous.value})"
+            )
             log.info("gate: %s", message)
         if node is not None:
             meta = node.get("metadata") or {}
-            involved = {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": meta.get("uid", "")}
+            involved = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": self.node_name,
+                "uid": meta.get("uid", ""),
+            }
             await events.record(involved, kind, reason, message)
 
     # Heartbeat -------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def _moment(text: object) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def annotations(node: Mapping[str, Any] | None) -> Mapping[str, str]:
+def node_annotations(node: Mapping[str, Any] | None) -> Mapping[str, str]:
     if node is None:
         return {}
     return (node.get("metadata") or {}).get("annotations") or {}
@@ -71,12 +71,12 @@ def annotations(node: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 def paused(node: Mapping[str, Any] | None) -> bool:
     """An operator took the taint over (``vkprovider.io/gate-paused`` present and non-empty)."""
-    return bool((annotations(node).get(PAUSED_ANNOTATION) or "").strip())
+    return bool((node_annotations(node).get(PAUSED_ANNOTATION) or "").strip())
 
 
 def read_heartbeat(node: Mapping[str, Any] | None) -> Heartbeat | None:
     """The node's heartbeat; None when absent. ``ValueError`` names what is malformed."""
-    raw = annotations(node).get(HEARTBEAT_ANNOTATION)
+    raw = node_annotations(node).get(HEARTBEAT_ANNOTATION)
     if not raw:
         return None
     try:
