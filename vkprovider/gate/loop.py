@@ -21,7 +21,8 @@ from vkprovider.gate.claim import Claim, Standing, default_identity
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action, Decider, Decision, Observation
 from vkprovider.gate.kube_signal import KubeSignal
-from vkprovider.gate.pending import blocked_by_gate, preempting
+from vkprovider.gate.pending import blocking_pods, pod_key, preempting
+from vkprovider.gate.pending_hold import HoldCeiling
 from vkprovider.gate.prom_signal import PrometheusSignal
 from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
@@ -74,6 +75,7 @@ class Gate:
         self.last_decision: Decision | None = None
         self.last_error = ""
         self.blocked: list[str] = []
+        self.holds = HoldCeiling(config.pending_hold_max_seconds)
         self.flips: list[dict[str, Any]] = []  #: recent flips, newest last (for /state)
         self.running = False
         self._waiting_for_node = False
@@ -169,7 +171,8 @@ class Gate:
                 self.decider.last_flip_at = now - ago
         reading = await self._read(signal)
         pods = list(self.view.all_pods())
-        self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
+        blocking = blocking_pods(pods, node, self.config.taint) if node else []
+        self.blocked = [pod_key(p) for p in await self.holds.admit(blocking, now, self.events)]
         metrics.STATE.set("pending_blocked_pods", len(self.blocked))
         decision = self.decider.decide(
             Observation(
