@@ -104,6 +104,6 @@ async def test_one_pod_holds_the_taint_off_only_up_to_the_ceiling() -> None:
     ((name, kind, reason, message),) = events.recorded  # once, naming the pod and the setting
     assert (name, kind, reason) == ("stuck", "Warning", "GatePendingHoldExpired")
     assert "ns/stuck" in message and "pending_hold_max_seconds" in message
-    assert await ceiling.admit([later], 450.0, events) == [later]
+    assert await ceiling.admit([later], 450.0, events) == [later]  # type: ignore[arg-type]
     back = await ceiling.admit([stuck, later], 460.0, events)  # type: ignore[arg-type]
     assert back == [stuck, later]  # stuck left the set and came back: it starts from zero
