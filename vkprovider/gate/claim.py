@@ -138,6 +138,7 @@ class Claim:
             kind = "Warning"
             log.warning("gate: %s", message)
         elif verdict.standing is Standing.PAUSED:
+            kind = "Warning"
             log.warning("gate: node %s: %s", self.node_name, message)
         elif previous is None:
             return  # a term starting as the owner is the ordinary case: nothing to say
