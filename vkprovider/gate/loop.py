@@ -138,6 +138,11 @@ class Gate:
 
     async def _read(self, signal: Signal) -> Reading | None:
         try:
+            if self.view is not None and not self.view.synced:
+                # the Pending and preemption rules need every pod: no decision on a partial view
+                raise SignalUnavailable(
+                    "not_synced", "the gate's node/pod caches have not synced (can it list and watch pods?)"
+                )
             reading = await signal.read()
         except SignalUnavailable as exc:
             metrics.SIGNAL_ERRORS.labels(exc.kind).inc()

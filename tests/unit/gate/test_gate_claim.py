@@ -150,15 +150,17 @@ async def test_min_flip_interval_survives_a_new_term() -> None:
 
 
 async def test_a_gate_whose_caches_never_sync_fails_open() -> None:
-    """No informer sync: the node comes from a GET, the signal is unavailable, and after
-    signal_timeout the taint goes (instead of a term stuck before its first decision)."""
+    """No informer sync: the node comes from a GET, the reading is unavailable even where the
+    signal itself answers (the Pending rule needs every pod), and after signal_timeout the taint
+    goes (instead of a term stuck before its first decision)."""
     vk = virtual_node(taints=[TAINT])
     view = View([vk], [], synced=False)
     view.nodes_synced = False
     g, writer, events, clock = gate(view, signal_timeout_seconds=30)
     g.view.node = lambda name: None  # type: ignore[method-assign,union-attr]  # the cache is empty
-    signal = Signal(None)
+    signal = Signal(8)  # e.g. Prometheus answers
     assert (await g.tick(signal)).action is Action.HOLD  # type: ignore[arg-type]
     clock[0] = 31.0
     assert (await g.tick(signal)).action is Action.UNTAINT  # type: ignore[arg-type]
     assert writer.calls == [False] and events.recorded[-1][1] == "SignalUnavailable"
+    assert "not_synced" in events.recorded[-1][2]
