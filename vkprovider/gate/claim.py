@@ -10,9 +10,10 @@ the annotation's format and why it exists):
   keep checking, take over once it is stale. Two gates on one node no longer undo each other;
 * **paused** — ``vkprovider.io/gate-paused`` is set: the operator owns the taint; write none.
 
-The heartbeat's timeout is half of ``signal_timeout_seconds``: renewed every quarter, one
-missed renewal is tolerated, and the node agent (which checks several times per timeout)
-removes the taint of a dead gate within ``signal_timeout_seconds``. Every heartbeat write is a
+The heartbeat's timeout is three quarters of ``signal_timeout_seconds`` and it is renewed every
+quarter, so a late tick or a missed renewal is tolerated, and the node agent (which checks a
+few times per heartbeat timeout) removes the taint of a dead gate within
+``signal_timeout_seconds``. Every heartbeat write is a
 read-modify-write guarded by the node's ``resourceVersion``, re-judged on the fresh read, so two
 gates taking over at once cannot both win.
 """
@@ -78,7 +79,7 @@ class Claim:
         self.node_name = node_name
         self.identity = identity
         self.taint_key = taint_key
-        self.timeout = signal_timeout_seconds / 2
+        self.timeout = signal_timeout_seconds * 3 / 4
         self.renew_every = signal_timeout_seconds / 4
         self._wall = wall
         self.last_flip: float | None = None  #: wall time of the last flip (ours, or adopted)
@@ -197,6 +198,9 @@ class Claim:
         node = await resources.get_node(self._kube, self.node_name)
         if node is None or self.judge(node).standing is Standing.FOREIGN:
             return False  # gone, or another gate claimed it since our view was taken
+        current = self._heartbeat(node)
+        if self.last_flip is None and current is not None:
+            self.last_flip = current.last_flip  # a new term: keep the node's last flip
         patch = {
             "metadata": {
                 "resourceVersion": node["metadata"]["resourceVersion"],

@@ -163,6 +163,8 @@ class Gate:
         if not self.config.dry_run:  # the claim: paused, or another gate's, means no writes
             verdict = self.claim.judge(node)
             await self.claim.report(verdict, node, self.events)
+            if verdict.standing is Standing.PAUSED:
+                await self.claim.renew(node)  # still alive and still the owner, just hands off
             if verdict.standing is not Standing.OWNER:
                 self.decider.tainted = None  # re-adopt the node's state once it is ours again
                 self.last_decision = Decision(Action.HOLD, verdict.reason, verdict.message)

@@ -11,8 +11,10 @@ than its own timeout the agent removes the taint it names, with a Warning Event
 * A taint with the gate's key but **no heartbeat** (a gate from before heartbeats, a hand-made
   taint) is treated as stale too, after ``orphan_timeout_seconds`` of the agent seeing it.
 * A node annotated ``vkprovider.io/gate-paused`` is the operator's: nothing is removed.
-* Cost: the agent judges its cached Node every ``period()``; it reads the Node only every
-  half heartbeat-timeout, or to confirm before it writes. The removal is a read-modify-write
+* Cost: the agent judges its cached Node every ``period()`` (its status writes keep that copy
+  current); it reads the Node every quarter heartbeat-timeout while a gate heartbeats there
+  (so a taint added since the copy is seen in time), and to confirm before it writes; a node no
+  gate heartbeats costs no reads. The removal is a read-modify-write
   guarded by ``resourceVersion`` and re-judged on the fresh read, so a gate renewing at the
   same moment wins and keeps its taint. Only the one taint key is touched.
 """
@@ -33,6 +35,7 @@ from vkprovider.kube.gate_heartbeat import (
     DEFAULT_TAINT_KEY,
     HEARTBEAT_ANNOTATION,
     Heartbeat,
+    node_annotations,
     paused,
     read_heartbeat,
 )
@@ -75,7 +78,7 @@ class GateLiveness:
 
     def period(self, cap: float) -> float:
         """How often to judge: a few times per heartbeat timeout, at most every ``cap`` s."""
-        timeout = self._heartbeat_timeout or self.orphan_timeout / 2
+        timeout = self._heartbeat_timeout or self.orphan_timeout
         return max(0.2, min(cap, timeout / 4))
 
     def _heartbeat(self, node: Mapping[str, Any]) -> Heartbeat | None:
@@ -135,10 +138,11 @@ class GateLiveness:
         """Judge ``cached`` (the agent's last copy of the Node); read the Node when the copy is
         old or suggests removal, and remove a stale gate taint. Returns the Node if read."""
         now = self._clock()
-        refresh = (self._heartbeat_timeout or self.orphan_timeout / 2) / 2
-        recent = self._read_at is not None and now - self._read_at < refresh
-        if cached is not None and recent and self.judge(cached, track=False) is None:
-            return None
+        if cached is not None and self.judge(cached, track=False) is None:
+            refresh = (self._heartbeat_timeout or self.orphan_timeout) / 4
+            gated = HEARTBEAT_ANNOTATION in node_annotations(cached)
+            if not gated or (self._read_at is not None and now - self._read_at < refresh):
+                return None
         fresh: JSON | None = None
         for _ in range(_ATTEMPTS):
             fresh = await resources.get_node(self._kube, self.node_name)
