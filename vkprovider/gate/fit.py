@@ -9,7 +9,9 @@ Demand follows the scheduler: per resource, max(sum over containers, largest ini
 plus pod overhead; a container's request defaults to its limit (as the API defaults it), so an
 extended resource given only as a limit counts. Room is allocatable minus the demand of the
 non-terminal pods bound to the node; a resource the node does not advertise is 0 of it. The
-pod count is checked when the node states ``pods``. Quantities are parsed exactly
+pod count is checked when the node states ``pods``, and a GPU demand against the node's
+``vkprovider.io/max-gpus-per-pod`` label (the largest offer any provider lists: with 8-GPU
+offers a 16-GPU pod fits no single machine, however many GPUs the node offers in total). Quantities are parsed exactly
 (``vkprovider.translate.quantity``); one the API would not have stored is ignored.
 """
 
@@ -22,9 +24,11 @@ from decimal import Decimal
 from typing import Any
 
 from vkprovider.errors import InvalidRequest
+from vkprovider.kube.gate_heartbeat import MAX_GPUS_PER_POD_LABEL
 from vkprovider.translate.quantity import parse_quantity
 
 _TERMINAL = ("Succeeded", "Failed")
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _quantity(value: object) -> Decimal | None:
@@ -69,6 +73,7 @@ class Room:
 
     free: Mapping[str, Decimal]
     counts_pods: bool
+    max_gpus_per_pod: Decimal | None = None  #: the node's label: the most one pod can get
 
     @classmethod
     def of(cls, node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> Room:
@@ -83,7 +88,9 @@ class Room:
                 continue
             for resource, amount in demand(pod).items():
                 free[resource] -= amount
-        return cls(free=dict(free), counts_pods="pods" in allocatable)
+        labels = node["metadata"].get("labels") or {}
+        per_pod = _quantity(labels.get(MAX_GPUS_PER_POD_LABEL, ""))
+        return cls(free=dict(free), counts_pods="pods" in allocatable, max_gpus_per_pod=per_pod)
 
     def fits(self, pod: Mapping[str, Any]) -> bool:
         for resource, amount in demand(pod).items():
@@ -91,4 +98,10 @@ class Room:
                 continue
             if amount > self.free.get(resource, Decimal(0)):
                 return False
+            if (
+                resource == GPU_RESOURCE
+                and self.max_gpus_per_pod is not None
+                and amount > self.max_gpus_per_pod
+            ):
+                return False  # no single offer there is that large
         return True

@@ -26,6 +26,9 @@ HEARTBEAT_ANNOTATION = "vkprovider.io/gate-heartbeat"
 PAUSED_ANNOTATION = "vkprovider.io/gate-paused"
 #: The gate's taint key when nothing else is configured (``gate.taint.key``).
 DEFAULT_TAINT_KEY = "local-capacity"
+#: Node label the node agent keeps: the most GPUs any one listed offer has, so the most one pod
+#: can get there (the gate's Pending rule does not count a pod asking more).
+MAX_GPUS_PER_POD_LABEL = "vkprovider.io/max-gpus-per-pod"
 
 
 @dataclass(frozen=True)

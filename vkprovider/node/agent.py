@@ -110,6 +110,7 @@ class NodeAgent:
             gpu_types=cap.gpu_types,
             breaker_open=cap.breaker_open,
             reachability=self.prober.reachability(),
+            max_gpus_per_pod=cap.max_per_pod,
         )
 
     def _status_due(self, state: NodeState) -> tuple[bool, bool]:

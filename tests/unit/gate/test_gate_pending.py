@@ -78,6 +78,16 @@ def test_a_pod_bigger_than_the_virtual_node_offers_does_not_count() -> None:
     assert blocked_by_gate(pods, node, CFG) == ["ns/two", "ns/small"]
 
 
+def test_a_pod_bigger_than_any_single_offer_does_not_count() -> None:
+    """32 GPUs offered in all, but by 8-GPU machines: a 16-GPU pod fits none of them."""
+    node = vk(32)
+    node["metadata"]["labels"]["vkprovider.io/max-gpus-per-pod"] = "8"
+    pods = [pending("sixteen", 16), pending("eight", 8)]
+    assert blocked_by_gate(pods, node, CFG) == ["ns/eight"]
+    del node["metadata"]["labels"]["vkprovider.io/max-gpus-per-pod"]  # no label: allocatable decides
+    assert blocked_by_gate(pods, node, CFG) == ["ns/sixteen", "ns/eight"]
+
+
 def test_demand_follows_the_scheduler() -> None:
     p = pending("x", 2)
     p["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]
