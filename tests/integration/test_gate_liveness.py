@@ -29,7 +29,7 @@ from vkprovider.gate.loop import Gate
 from vkprovider.gate.signal import Reading
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.gate_heartbeat import PAUSED_ANNOTATION
-from vkprovider.sim.local import VirtualNode, cloud_config, start_virtual_node
+from vkprovider.sim.local import VirtualNode, cloud_config, fakecloud_module, start_virtual_node
 
 pytestmark = pytest.mark.cluster
 
@@ -294,3 +294,41 @@ async def test_pods_the_taint_does_not_keep_out_do_not_hold_it_off(
         await eventually(lambda: _untainted(kube, vnode.name), timeout=60)
         assert gate.flips[-1]["direction"] == "untaint" and "1 pod(s)" in gate.flips[-1]["message"]
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+async def test_removing_the_gate_section_ends_with_the_taint_gone(
+    cluster: Cluster, kube: KubeClient, tmp_path: Path
+) -> None:
+    """``serve`` with a gate taints; the operator removes ``gate:`` and restarts ``serve``: its
+    node agent removes the taint the gate left (the heartbeat stopped with the gate)."""
+    from tests.integration.test_gate_serve import GATE, run, stop, write_config
+
+    cloud = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
+    await cloud.start()
+    node = f"vk-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "serve.log"
+    proc = run(
+        "serve", write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}), cluster, log
+    )
+    try:
+
+        async def serve_tainted() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            with contextlib.suppress(Exception):
+                return await tainted(kube, node)
+            return False  # not registered yet
+
+        await eventually(serve_tainted, timeout=90)
+        assert await stop(proc) == 0
+        assert await tainted(kube, node)  # nothing runs: nothing removes it yet
+        proc = run("serve", write_config(tmp_path, node, cloud.url, None), cluster, log)  # no gate:
+        await eventually(lambda: _untainted(kube, node), timeout=90)
+        (event,) = await node_events(kube, node, "GateHeartbeatExpired")
+        assert "/serve' stopped renewing" in event["message"]
+        assert await stop(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        await cloud.stop()
+        await kube.request("DELETE", f"/api/v1/nodes/{node}")
