@@ -125,6 +125,15 @@ class Claim:
         """We just changed the taint: the next heartbeat carries the time."""
         self.last_flip = self._wall()
 
+    async def check(self, node: Mapping[str, Any] | None, events: EventRecorder) -> Verdict:
+        """One tick's judgement: report a change of standing, renew our heartbeat if due (also
+        while paused: still alive, still the owner), and say whether the gate may write."""
+        verdict = self.judge(node)
+        await self.report(verdict, node, events)
+        if verdict.standing is not Standing.FOREIGN:
+            await self.renew(node)
+        return verdict
+
     # Reporting -------------------------------------------------------------------------------
     async def report(self, verdict: Verdict, node: Mapping[str, Any] | None, events: EventRecorder) -> None:
         """A log line and an Event when the standing changes (never once per tick)."""

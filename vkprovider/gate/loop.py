@@ -2,8 +2,9 @@
 
 Everything that belongs to a leadership term (informer caches, hysteresis timers) is built
 fresh in ``run()``, so a new leader starts from the node's real state. Stopping or crashing
-never touches the taint: the node keeps whatever the last decision wrote, and the next run
-adopts it. A taint of ours that disappears (node recreated, someone removed it) is re-asserted.
+does not touch the taint: the next run adopts it, and if none comes the node agent removes it
+once the gate's heartbeat is stale (``claim.py``). A taint of ours that disappears (node
+recreated, someone removed it without pausing the gate) is re-asserted.
 """
 
 from __future__ import annotations
@@ -161,15 +162,11 @@ class Gate:
         now = self._clock()
         node = await self._node()
         if not self.config.dry_run:  # the claim: paused, or another gate's, means no writes
-            verdict = self.claim.judge(node)
-            await self.claim.report(verdict, node, self.events)
-            if verdict.standing is Standing.PAUSED:
-                await self.claim.renew(node)  # still alive and still the owner, just hands off
+            verdict = await self.claim.check(node, self.events)
             if verdict.standing is not Standing.OWNER:
                 self.decider.tainted = None  # re-adopt the node's state once it is ours again
                 self.last_decision = Decision(Action.HOLD, verdict.reason, verdict.message)
                 return self.last_decision
-            await self.claim.renew(node)
         observed = has_taint(node, self.config.taint)
         if self.decider.tainted is None:
             self.decider.tainted = observed
