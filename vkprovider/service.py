@@ -23,6 +23,8 @@ from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
+from vkprovider.gate.claim import default_identity
+from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
@@ -94,7 +96,7 @@ class Service:
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
             if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
-                self.gate = Gate(self.kube, s.gate, s.node.name)
+                self.gate = Gate(self.kube, s.gate, s.node.name, identity=self._gate_identity())
                 await self.gate.preflight()
             if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
                 await quota_term.preflight(self.kube, s.quota)
@@ -105,6 +107,10 @@ class Service:
                 self.placer,
                 pods=self._bound_pods,
                 heartbeat=self.heartbeat,
+                # the capacity gate's taint, removed once no gate renews its heartbeat (also
+                # for a standalone gate, whose section may be absent here: then the defaults)
+                gate_taint_key=(s.gate or GateConfig()).taint.key,
+                gate_timeout_seconds=(s.gate or GateConfig()).signal_timeout_seconds,
             )
             self.controller = PodController(
                 self.kube,
@@ -288,6 +294,15 @@ class Service:
         if self.controller is not None:
             self.controller.elector = elector  # /readyz tells a standby from a leader
         await elector.run(self._act)
+
+    def _gate_identity(self) -> str:
+        """Who owns the gate taint: the leader-election Lease (any leader of it is the same
+        owner, so a failover takes over at once), else this host's ``serve``."""
+        s = self.settings
+        if s.leader_election.enabled:
+            lease = s.leader_election.lease_name or f"vkprovider-{s.node.name}"
+            return f"lease:{s.leader_election.namespace}/{lease}"
+        return default_identity("serve")
 
     async def _act(self) -> None:
         """One leadership term (or the whole run without election). Everything here may run
