@@ -94,6 +94,10 @@ def test_rbac_names_follow_the_config(target: str, rendered: dict[str, Any]) -> 
     role = one(docs, "ClusterRole", "vkprovider")
     named = [r for r in rules_of(role, "nodes") + rules_of(role, "nodes/status") if "resourceNames" in r]
     assert named and all(r["resourceNames"] == [node] for r in named)
+    admin = one(docs, "ClusterRole", "vkprovider-admin-api")
+    assert admin["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/proxy"], "resourceNames": [node], "verbs": ["get", "create"]}
+    ]
     node_lease = one(docs, "Role", "vkprovider-node-lease")
     assert node_lease["metadata"]["namespace"] == "kube-node-lease"
     assert [r["resourceNames"] for r in node_lease["rules"] if "resourceNames" in r] == [[node]]
@@ -108,8 +112,9 @@ def test_every_binding_names_the_service_account(target: str, rendered: dict[str
     namespace, name = rendering.SERVICE_ACCOUNT
     one(docs, "ServiceAccount", name)
     bindings = list(find(docs, "ClusterRoleBinding")) + list(find(docs, "RoleBinding"))
-    # An overlay binds its served namespace, and the kubelet-csr component's role.
-    assert len(bindings) == (3 if target == "base" else 5)
+    # The base binds 4 roles (the service's, the admin API's, the two Leases'); an overlay also
+    # its served namespace and the kubelet-csr component's role.
+    assert len(bindings) == (4 if target == "base" else 6)
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
 
@@ -279,6 +284,8 @@ def test_cluster_wide_rights_are_the_justified_ones(target: str, rendered: dict[
         ("get", "", "nodes"): [node],
         ("patch", "", "nodes"): [node],
         ("patch", "", "nodes/status"): [node],
+        ("get", "", "nodes/proxy"): [node],  # the admin API, with the pod's own token
+        ("create", "", "nodes/proxy"): [node],
     }
 
 
