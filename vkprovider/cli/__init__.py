@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gate",
     "quota",
     "uninstall_check",
+    "approve_csr",
 )
 
 
