@@ -29,7 +29,7 @@ from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
-from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.kubelet_cert import keep_renewed, serving_pair
 from vkprovider.http.log_caps import LogStreamCaps
 from vkprovider.http.pacing import RefusalPacer
 from vkprovider.http.reviews import ReviewBudget
@@ -225,12 +225,13 @@ class Service:
         log.info("kubelet API on %s", self.kubelet.url)
 
     async def _kubelet_via_csr(self) -> None:
-        """Obtain the serving cert through a CSR, serve, and keep it renewed (supervised)."""
+        """Obtain the serving cert through a CSR (or reuse a valid one in ``cert_dir``), serve,
+        and keep it renewed (supervised)."""
         s = self.settings
         assert self.kube is not None
         directory = Path(s.kubelet.cert_dir or tempfile.mkdtemp(prefix="vkprovider-kubelet-"))
         addresses = [s.node.internal_ip]
-        pair = await request_serving_cert(self.kube, s.node.name, addresses, directory)
+        pair = await serving_pair(self.kube, s.node.name, addresses, directory)
         tls = server_tls(str(pair.cert), str(pair.key), s.kubelet.client_ca_file)
         if self.kubelet is None:
             await self._serve_kubelet(tls)
