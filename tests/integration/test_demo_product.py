@@ -11,6 +11,7 @@ own port 10255, because the README's ``vkprovider status``/``explain`` lines nam
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -158,11 +159,13 @@ async def test_readme_commands_and_a_user_deployment_coming_home(demo: Stack) ->
             if line.startswith("kubectl top pod"):
                 assert "gpu-pod" in out and "m " in out
             if "proxy/stats/summary" in line:
-                assert '"podRef"' in out and '"name": "gpu-pod"' in out
+                summary = json.loads(out)
+                assert summary["node"]["nodeName"] == demo.virtual_node
+                assert [p["podRef"]["name"] for p in summary["pods"]] == ["gpu-pod"]
             if "vkprovider explain" in line:
                 assert "decision for pod default/gpu-pod" in out
             if "vkprovider status" in line:
-                assert "gpu-pod" in out
+                assert "node vk-external (leader)" in out and "pods 1 " in out
 
         await comes_home(shell, kube, demo)
     finally:
