@@ -93,9 +93,9 @@ def test_the_hosts_ca_bundle_is_mounted_for_the_build_only_when_named(
 def test_the_image_has_the_name_and_tag_the_base_deploys() -> None:
     kustomization = yaml.safe_load((ROOT / "deploy" / "base" / "kustomization.yaml").read_text())
     (pinned,) = kustomization["images"]
-    assert image.IMAGE == f"localhost/{pinned['newName']}:{pinned['newTag']}"
+    assert f"localhost/{pinned['newName']}:{pinned['newTag']}" == image.IMAGE
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert image.VERSION == version
+    assert version == image.VERSION
 
 
 def test_the_dockerfile_takes_the_base_and_the_epoch_as_build_args() -> None:
