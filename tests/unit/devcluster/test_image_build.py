@@ -70,7 +70,10 @@ def test_buildah_builds_the_shipped_dockerfile_reproducibly(monkeypatch: pytest.
     assert args[args.index("--file") + 1] == str(ROOT / "Dockerfile")  # the one file there is
     assert args[args.index("--timestamp") + 1] == str(image_base.SOURCE_DATE_EPOCH)
     build_args = [args[i + 1] for i, arg in enumerate(args) if arg == "--build-arg"]
-    assert build_args == [f"SOURCE_DATE_EPOCH={image_base.SOURCE_DATE_EPOCH}", "PYTHON_IMAGE=localhost/base:1"]
+    assert build_args == [
+        f"SOURCE_DATE_EPOCH={image_base.SOURCE_DATE_EPOCH}",
+        "PYTHON_IMAGE=localhost/base:1",
+    ]
     assert "--layers" in args and "--pull=never" in args and "--no-cache" not in args
     assert "--volume" not in args
     assert "--no-cache" in image.bud_args("b", "t", no_cache=True)
