@@ -6,7 +6,9 @@ builds a stand-in from the same distribution: a Debian bookworm root filesystem 
 ``mmdebstrap`` with bookworm's ``python3`` (3.11), ``python3-venv``, ``python-is-python3`` (the
 Dockerfile runs ``python``, as the official image names it), ``passwd`` (``groupadd``/``useradd``
 of the runtime stage) and ``ca-certificates`` (TLS to the providers' APIs, as the official image
-has it). It is imported as a local image tagged by the digest of its inputs (this package list
+has it). mmdebstrap's ``merged-usr`` hook makes the merged-/usr layout itself and installs
+``usr-is-merged``; without it apt satisfies ``init-system-helpers``' dependency with ``usrmerge``,
+which brings 30 MB of Perl. It is imported as a local image tagged by the digest of its inputs (this package list
 and the mmdebstrap command line), and reused while that tag exists.
 
 What the tag does not capture: the mirror's content. Debian's security updates change the
@@ -51,6 +53,7 @@ def mmdebstrap_args() -> list[str]:
     no documentation but the copyright files."""
     return [
         "--variant=minbase",
+        "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
         f"--include={','.join(PACKAGES)}",
         '--aptopt=APT::Install-Recommends "false"',
         "--dpkgopt=path-exclude=/usr/share/doc/*",
