@@ -89,6 +89,7 @@ def bud_args(base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False) 
         "host",
         "--pull=never",
         "--layers",
+        "--force-rm",  # a failed step leaves no working container behind
         *(["--no-cache"] if no_cache else []),
         "--timestamp",
         epoch,
