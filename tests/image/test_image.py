@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -58,6 +59,19 @@ USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 NODE = "vk-external"
 SERVED = "default"  # the demo overlay's served namespace (served-namespaces.yaml)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Writes the service's user tries inside the container: only /tmp (the emptyDir) may succeed.
+WRITE_PROBE = """
+import errno, json, os
+result = {}
+for where in ("/tmp", "/opt/vkprovider", "/etc"):
+    try:
+        with open(os.path.join(where, "probe"), "w") as f:
+            f.write("x")
+        result[where] = "ok"
+    except OSError as exc:
+        result[where] = errno.errorcode[exc.errno]
+print(json.dumps(result))
+"""
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
@@ -252,6 +266,9 @@ class Container:
             timeout=self.grace + 60,
         )
         return self.state()
+
+    def exec(self, *command: str) -> str:
+        return self.engines.run(self.engines.podman("exec", self.name, *command), f"podman exec {self.name}")
 
     def diff(self) -> list[str]:
         out = self.engines.run(self.engines.podman("diff", self.name), f"podman diff {self.name}")
@@ -448,9 +465,17 @@ async def test_sigterm_hands_the_lease_over_and_nothing_is_written_outside_tmp(
     standby.start()
     try:
         assert await eventually(standby.role, timeout=120) == "standby"
+        writes = standby.exec("python", "-c", WRITE_PROBE)
+        print(f"\nwrites as UID 10001: {writes}")
+        assert json.loads(writes) == {"/tmp": "ok", "/opt/vkprovider": "EROFS", "/etc": "EROFS"}
+        started = time.monotonic()
         state = await asyncio.to_thread(leader.stop)
+        seconds = time.monotonic() - started
         logs = leader.logs()
-        print(f"\nleader {leader.name} stopped: exit {state['ExitCode']}, OOMKilled {state['OOMKilled']}")
+        print(
+            f"leader {leader.name} stopped in {seconds:.1f}s (grace {leader.grace}s): "
+            f"exit {state['ExitCode']}, OOMKilled {state['OOMKilled']}"
+        )
         assert state["ExitCode"] == 0, logs[-3000:]
         assert "released leadership" in logs, logs[-3000:]
 
