@@ -12,12 +12,15 @@ from the rendered Deployment of ``deploy/overlays/demo``:
   ``/var/run/secrets/kubernetes.io/serviceaccount``, and ``KUBERNETES_SERVICE_HOST/PORT``;
 * the overlay's rendered config at ``/etc/vkprovider/config.yaml`` (the ConfigMap's mount), and
   the Deployment's environment (the node's InternalIP, the leader-election identity).
+* the kubelet API's serving certificate as a ``kubernetes.io/tls`` Secret's volume (the dev
+  cluster's kubelet certificate; docs/deploy.md), and the cluster's CA as its client CA.
 
 Adapted only where the dev cluster requires it: the containers share the machine's network
 (``--network host``; the apiserver listens on 127.0.0.1, its serving certificate names
 127.0.0.1), so ``KUBERNETES_SERVICE_HOST`` is 127.0.0.1, the admin and kubelet ports are free
-ports on 127.0.0.1 instead of 10255/10250 on the pod's own IP, and the two fakeclouds of the
-overlay run in the test on 127.0.0.1 instead of behind their Services.
+ports instead of 10255/10250 (the admin port on 127.0.0.1), the pod's IP is the dev cluster's
+kubelet address (a 198.18.x.y on this machine: the apiserver will not proxy to loopback), and
+the two fakeclouds of the overlay run in the test on 127.0.0.1 instead of behind their Services.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +63,7 @@ USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 NODE = "vk-external"
 SERVED = "default"  # the demo overlay's served namespace (served-namespaces.yaml)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TLS_DIR = "/var/run/secrets/kubelet-tls"
 #: Writes the service's user tries inside the container: only /tmp (the emptyDir) may succeed.
 WRITE_PROBE = """
 import errno, json, os
@@ -107,13 +112,19 @@ async def cluster(image: str) -> AsyncIterator[Cluster]:
         await started.stop(remove=not os.environ.get("VKPROVIDER_TEST_KEEP_CLUSTER"))
 
 
-def kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
+def kubectl_result(
+    cluster: Cluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     binary = rendering.kubectl()
     assert binary is not None
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    done = subprocess.run(
+    return subprocess.run(
         [binary, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120, check=False
     )
+
+
+def kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
+    done = kubectl_result(cluster, *args, stdin=stdin)
     assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
     return done.stdout
 
@@ -184,44 +195,65 @@ def config_dir(demo: list[JSON], clouds: dict[str, Any], directory: Path, **over
     return directory
 
 
+@dataclass(frozen=True)
+class Kubelet:
+    """What the kubelet gives every replica: the image, the pod spec, the projected ServiceAccount
+    token, the apiserver's port, the pod's IP, and the kubelet API's serving certificate."""
+
+    image: str
+    pod_spec: JSON
+    service_account: Path
+    api_port: int
+    #: the address the node advertises: the dev cluster's kubelet address (a 198.18.x.y the
+    #: apiserver may proxy to; it refuses loopback), or 127.0.0.1 where it has none
+    pod_ip: str
+    #: tls.crt/tls.key of the dev cluster's kubelet serving certificate, or None (no kubelet API)
+    tls: Path | None
+
+
 class Container:
     """One replica of the Deployment as a podman container (detached); removed by ``remove``."""
 
-    def __init__(
-        self, image: str, pod_spec: JSON, *, config: Path, service_account: Path, api_port: int
-    ) -> None:
+    def __init__(self, kubelet: Kubelet, config: Path) -> None:
         self.engines = Engines.default()
         self.name = f"vkprovider-test-{uuid.uuid4().hex[:8]}"
         self.admin_port, self.kubelet_port = free_port(), free_port()
-        self.grace = int(pod_spec["terminationGracePeriodSeconds"])
+        self.grace = int(kubelet.pod_spec["terminationGracePeriodSeconds"])
+        tls: list[str] = []
+        if kubelet.tls is not None:  # a kubernetes.io/tls Secret's volume, as docs/deploy.md says
+            tls = ["--volume", f"{kubelet.tls}:{TLS_DIR}:ro"]
+            tls += ["--env", f"VKPROVIDER_KUBELET__TLS_CERT_FILE={TLS_DIR}/tls.crt"]
+            tls += ["--env", f"VKPROVIDER_KUBELET__TLS_KEY_FILE={TLS_DIR}/tls.key"]
+            tls += ["--env", f"VKPROVIDER_KUBELET__CLIENT_CA_FILE={SA_DIR}/ca.crt"]
         self.argv = self.engines.podman(
             "run",
             "--name",
             self.name,
-            *pod_flags(pod_spec),
+            *pod_flags(kubelet.pod_spec),
             "--network",
             "host",
             "--volume",
             f"{config}:/etc/vkprovider:ro",
             "--volume",
-            f"{service_account}:{SA_DIR}:ro",
+            f"{kubelet.service_account}:{SA_DIR}:ro",
             "--env",
             "KUBERNETES_SERVICE_HOST=127.0.0.1",
             "--env",
-            f"KUBERNETES_SERVICE_PORT={api_port}",
+            f"KUBERNETES_SERVICE_PORT={kubelet.api_port}",
             # the Deployment's env: status.podIP and metadata.name
             "--env",
-            "VKPROVIDER_NODE__INTERNAL_IP=127.0.0.1",
+            f"VKPROVIDER_NODE__INTERNAL_IP={kubelet.pod_ip}",
             "--env",
             f"VKPROVIDER_LEADER_ELECTION__IDENTITY={self.name}",
-            # host network: the pod's ports become free ports on 127.0.0.1
+            # host network: the pod's ports become free ports, the admin port on 127.0.0.1
             "--env",
             "VKPROVIDER_HTTP__ADMIN_HOST=127.0.0.1",
             "--env",
             f"VKPROVIDER_HTTP__ADMIN_PORT={self.admin_port}",
             "--env",
             f"VKPROVIDER_NODE__KUBELET_PORT={self.kubelet_port}",
-            image,
+            *tls,
+            kubelet.image,
         )
 
     @property
@@ -344,20 +376,35 @@ def gpu_pod(name: str) -> JSON:
 
 
 @pytest.fixture(scope="module")
-async def leader(
+def kubelet(
     image: str,
     pod_spec: JSON,
     cluster: Cluster,
-    admin: KubeClient,
     service_account: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Kubelet:
+    api_port = int(cluster.server.rsplit(":", 1)[1])
+    net, serving = cluster.kubelet_net, cluster.kubelet_serving
+    if net is None or serving is None:
+        return Kubelet(image, pod_spec, service_account, api_port, "127.0.0.1", None)
+    tls = tmp_path_factory.mktemp("kubelet-tls")
+    shutil.copyfile(serving.cert, tls / "tls.crt")
+    shutil.copyfile(serving.key, tls / "tls.key")
+    for path in (tls, *tls.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # a Secret volume's defaultMode
+    return Kubelet(image, pod_spec, service_account, api_port, net.host_ip, tls)
+
+
+@pytest.fixture(scope="module")
+async def leader(
+    kubelet: Kubelet,
+    admin: KubeClient,
     clouds: dict[str, Any],
     demo: list[JSON],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Container]:
     """The first replica, running, Ready and leading."""
-    api_port = int(cluster.server.rsplit(":", 1)[1])
-    config = config_dir(demo, clouds, tmp_path_factory.mktemp("config"))
-    replica = Container(image, pod_spec, config=config, service_account=service_account, api_port=api_port)
+    replica = Container(kubelet, config_dir(demo, clouds, tmp_path_factory.mktemp("config")))
     replica.start()
     try:
         assert await eventually(replica.role, timeout=120) == "leader"
@@ -367,7 +414,7 @@ async def leader(
 
 
 async def test_in_cluster_configuration_registers_the_node(
-    leader: Container, cluster: Cluster, admin: KubeClient
+    leader: Container, kubelet: Kubelet, cluster: Cluster, admin: KubeClient
 ) -> None:
     """No kubeconfig anywhere in the container: the ServiceAccount's token, found in-cluster,
     registers the virtual node (the audit log names the ServiceAccount as the creator)."""
@@ -380,7 +427,7 @@ async def test_in_cluster_configuration_registers_the_node(
         return None
 
     node = await eventually(ready, timeout=90)
-    assert node["status"]["addresses"][0]["address"] == "127.0.0.1"
+    assert node["status"]["addresses"][0]["address"] == kubelet.pod_ip
     assert cluster.audit_log is not None
     created = {a for a in accesses(read_events(cluster.audit_log), USER) if a.verb == "create"}
     assert any(a.resource == "nodes" for a in created), created
@@ -421,18 +468,35 @@ async def test_the_probes_answer_as_the_deployment_expects(leader: Container, po
         print(f"\n{kind} GET {path}: {response.status_code} {response.text[:200]}")
 
 
-async def test_a_bad_config_exits_2_with_one_line(
-    image: str,
-    pod_spec: JSON,
-    cluster: Cluster,
-    service_account: Path,
-    clouds: dict[str, Any],
-    demo: list[JSON],
-    tmp_path: Path,
+async def test_kubectl_logs_reaches_the_kubelet_api_in_the_container(
+    leader: Container, kubelet: Kubelet, cluster: Cluster, admin: KubeClient
 ) -> None:
-    api_port = int(cluster.server.rsplit(":", 1)[1])
-    config = config_dir(demo, clouds, tmp_path / "config", pods__wokers=16)
-    replica = Container(image, pod_spec, config=config, service_account=service_account, api_port=api_port)
+    """``kubectl logs``: the apiserver calls the kubelet API at the node's address with its
+    kubelet-client certificate; the container serves it with the mounted serving certificate,
+    verifies the client against the cluster's CA and authorizes it by SubjectAccessReview."""
+    if kubelet.tls is None:
+        pytest.skip("the dev cluster has no kubelet network namespace (needs ip netns): no kubelet API")
+    pods = f"/api/v1/namespaces/{SERVED}/pods"
+    name = f"logs-{uuid.uuid4().hex[:6]}"
+    await admin.request("POST", pods, body=gpu_pod(name))
+    try:
+
+        async def started() -> str | None:
+            done = await asyncio.to_thread(kubectl_result, cluster, "logs", "-n", SERVED, name)
+            return done.stdout if done.returncode == 0 and "container server started" in done.stdout else None
+
+        out = await eventually(started, timeout=120)
+        print(
+            f"\nkubectl logs {name} (through the apiserver, {kubelet.pod_ip}:{leader.kubelet_port}):\n{out}"
+        )
+    finally:
+        await admin.request("DELETE", f"{pods}/{name}")
+
+
+async def test_a_bad_config_exits_2_with_one_line(
+    kubelet: Kubelet, clouds: dict[str, Any], demo: list[JSON], tmp_path: Path
+) -> None:
+    replica = Container(kubelet, config_dir(demo, clouds, tmp_path / "config", pods__wokers=16))
     try:
         done = await asyncio.to_thread(replica.run)
     finally:
@@ -447,11 +511,8 @@ async def test_a_bad_config_exits_2_with_one_line(
 
 async def test_sigterm_hands_the_lease_over_and_nothing_is_written_outside_tmp(
     leader: Container,
-    image: str,
-    pod_spec: JSON,
-    cluster: Cluster,
+    kubelet: Kubelet,
     admin: KubeClient,
-    service_account: Path,
     clouds: dict[str, Any],
     demo: list[JSON],
     tmp_path: Path,
@@ -459,9 +520,7 @@ async def test_sigterm_hands_the_lease_over_and_nothing_is_written_outside_tmp(
     """A second replica stands by; SIGTERM to the leader (as the kubelet sends it): it releases
     the Lease and exits 0 before terminationGracePeriodSeconds (a SIGKILL would be 137), and
     the standby takes over. Neither wrote anything outside /tmp."""
-    api_port = int(cluster.server.rsplit(":", 1)[1])
-    config = config_dir(demo, clouds, tmp_path / "config")
-    standby = Container(image, pod_spec, config=config, service_account=service_account, api_port=api_port)
+    standby = Container(kubelet, config_dir(demo, clouds, tmp_path / "config"))
     standby.start()
     try:
         assert await eventually(standby.role, timeout=120) == "standby"
