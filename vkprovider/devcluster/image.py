@@ -17,11 +17,11 @@ How it builds, and why:
   are fixed, so two builds of the same inputs make the same layers (``reproduce`` checks it).
 * ``--network host``: pip reaches PyPI from the build's RUN steps without a bridge network (no
   iptables rules, no new addresses on the machine).
-* The host's CA bundle is bind-mounted, read-only, at ``/etc/ssl/certs/ca-certificates.crt``
-  for the RUN steps when the host names one (``PIP_CERT``, ``SSL_CERT_FILE``,
-  ``REQUESTS_CA_BUNDLE``): the dev machines reach PyPI through a TLS-inspecting egress proxy,
-  and Debian's pip trusts that file. A bind mount is not part of any layer: the image ships
-  Debian's own bundle.
+* The host's CA bundle (the file ``PIP_CERT``, ``SSL_CERT_FILE`` or ``REQUESTS_CA_BUNDLE``
+  names, else the system's) is bind-mounted, read-only, at ``/etc/ssl/certs/ca-certificates.crt``
+  for the RUN steps: the dev machines reach PyPI through a TLS-inspecting egress proxy whose CA
+  the host trusts, and Debian's pip trusts that file. A bind mount is not part of any layer:
+  the image ships Debian's own bundle.
 * The image is tagged ``localhost/vkprovider:<version>``, the name and tag deploy/base's
   kustomization sets.
 """
@@ -50,6 +50,7 @@ IMAGE = f"{NAME}:{VERSION}"
 #: Where the host may name the CA bundle its TLS clients trust (first existing file wins).
 CA_BUNDLE_ENV = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
+HOST_CA_BUNDLE = Path(CA_BUNDLE_IN_IMAGE)
 
 Log = Callable[[str], None]
 
@@ -69,11 +70,13 @@ class Built:
 
 
 def ca_bundle() -> Path | None:
+    """The CA bundle the host's TLS clients trust: the first file the environment names, else
+    the system's (Debian's, with any local CA ``update-ca-certificates`` added), else None."""
     for name in CA_BUNDLE_ENV:
         value = os.environ.get(name)
         if value and Path(value).is_file():
             return Path(value)
-    return None
+    return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
 
 
 def bud_args(base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False) -> list[str]:

@@ -62,9 +62,12 @@ def test_the_base_is_tagged_by_the_digest_of_its_inputs(monkeypatch: pytest.Monk
     assert image_base.tag() != tag
 
 
-def test_buildah_builds_the_shipped_dockerfile_reproducibly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_buildah_builds_the_shipped_dockerfile_reproducibly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in image.CA_BUNDLE_ENV:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(image, "HOST_CA_BUNDLE", tmp_path / "none.crt")
     args = image.bud_args("localhost/base:1", "localhost/vkprovider:0.1.0")
     assert args[0] == "bud" and args[-1] == str(ROOT)
     assert args[args.index("--file") + 1] == str(ROOT / "Dockerfile")  # the one file there is
@@ -79,13 +82,17 @@ def test_buildah_builds_the_shipped_dockerfile_reproducibly(monkeypatch: pytest.
     assert "--no-cache" in image.bud_args("b", "t", no_cache=True)
 
 
-def test_the_hosts_ca_bundle_is_mounted_for_the_build_only_when_named(
+def test_the_hosts_ca_bundle_is_mounted_for_the_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in image.CA_BUNDLE_ENV:
         monkeypatch.delenv(name, raising=False)
+    system = tmp_path / "system.crt"
+    monkeypatch.setattr(image, "HOST_CA_BUNDLE", system)
     monkeypatch.setenv("PIP_CERT", str(tmp_path / "absent.crt"))
     assert image.ca_bundle() is None
+    system.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert image.ca_bundle() == system
     bundle = tmp_path / "egress.crt"
     bundle.write_text("-----BEGIN CERTIFICATE-----\n")
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
