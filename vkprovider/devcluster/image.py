@@ -199,12 +199,16 @@ def reproduce(engines: Engines, log: Log = _stderr) -> tuple[bool, list[str]]:
     first = build(engines, log=log)
     second = build(engines, tag=f"{NAME}:rebuild", no_cache=True, log=log)
     lines = [
-        f"reproduce: {first.ref} layers {' '.join(first.layers)}",
-        f"reproduce: {second.ref} (--no-cache, {second.seconds:.0f}s) layers {' '.join(second.layers)}",
+        f"reproduce: {first.ref} image {first.image_id[:12]} layers {' '.join(first.layers)}",
+        f"reproduce: {second.ref} (--no-cache, {second.seconds:.0f}s) image {second.image_id[:12]} "
+        f"layers {' '.join(second.layers)}",
     ]
     same = first.layers == second.layers
     if same:
-        lines.append(f"reproduce: the same {len(first.layers)} layers")
+        config = (
+            "and the same image ID" if first.image_id == second.image_id else "(image IDs differ: config)"
+        )
+        lines.append(f"reproduce: the same {len(first.layers)} layers {config}")
     else:
         diff = engines.run(engines.podman("image", "diff", first.ref, second.ref), "podman image diff")
         changed = [line for line in diff.splitlines() if line.strip()]
