@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus image image-if-possible image-test image-reproduce proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus image image-push image-if-possible image-test image-reproduce proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -84,8 +84,14 @@ prometheus: install
 # mmdebstrap from Debian where missing; with no registry, PYTHON_IMAGE is a base made from Debian's
 # archive (Python 3.11) by mmdebstrap, tagged by its inputs' digest. Images and the layer cache live
 # in ~/.cache/vkprovider/containers; unchanged inputs rebuild nothing. Prints size and packages.
+# IMAGE=registry.example.com/vkprovider:0.1.0 tags it with that name too (`make image-push` pushes
+# it); PYTHON_IMAGE=<registry base> builds on that base (pulled) instead of the Debian one.
 image: install
-	@$(BIN)/python -m vkprovider.devcluster.image build
+	@$(BIN)/python -m vkprovider.devcluster.image build $(if $(IMAGE),--tag $(IMAGE)) $(if $(PYTHON_IMAGE),--base $(PYTHON_IMAGE))
+
+image-push: image
+	$(if $(IMAGE),,$(error image-push needs IMAGE=<registry>/vkprovider:<tag>))
+	$(BIN)/python -m vkprovider.devcluster.image podman push $(IMAGE)
 
 # For `make test`: the same build, or one line saying why containers cannot run here (then
 # tests/image skip, naming the same reason). A failing build fails `make test`.

@@ -67,6 +67,7 @@ class Built:
     size: int
     layers: list[str]
     seconds: float
+    also: tuple[str, ...] = ()
 
 
 def ca_bundle() -> Path | None:
@@ -79,8 +80,11 @@ def ca_bundle() -> Path | None:
     return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
 
 
-def bud_args(base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False) -> list[str]:
-    """``buildah bud``'s arguments for the Dockerfile at ``root`` on ``base``, tagged ``tag``."""
+def bud_args(
+    base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False, pull: bool = False
+) -> list[str]:
+    """``buildah bud``'s arguments for the Dockerfile at ``root`` on ``base``, tagged ``tag``
+    (``pull``: the base comes from a registry, pulled if missing; else it must be local)."""
     epoch = str(image_base.SOURCE_DATE_EPOCH)
     bundle = ca_bundle()
     return [
@@ -90,7 +94,7 @@ def bud_args(base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False) 
         *ULIMITS,
         "--network",
         "host",
-        "--pull=never",
+        "--pull=missing" if pull else "--pull=never",
         "--layers",
         "--force-rm",  # a failed step leaves no working container behind
         *(["--no-cache"] if no_cache else []),
@@ -130,20 +134,28 @@ def inspect(engines: Engines, ref: str) -> tuple[str, int, list[str]]:
 
 
 def build(
-    engines: Engines | None = None, *, tag: str = IMAGE, no_cache: bool = False, log: Log = _stderr
+    engines: Engines | None = None,
+    *,
+    tag: str = IMAGE,
+    also: tuple[str, ...] = (),
+    base: str | None = None,
+    no_cache: bool = False,
+    log: Log = _stderr,
 ) -> Built:
-    """Build the Dockerfile (its base first, if missing); StartupError if the build fails,
-    Unavailable if containers cannot be built or run here."""
+    """Build the Dockerfile, tagged ``tag`` and every name in ``also``, on ``base`` (a registry
+    image, pulled if missing) or, by default, on the Debian base (made first if missing).
+    StartupError if the build fails, Unavailable if containers cannot be built or run here."""
     engines = engines or Engines.default()
     ensure_tools()
     with _locked():
-        base = image_base.ensure(engines, log)
+        pull = base is not None
+        base = base or image_base.ensure(engines, log)
         started = time.monotonic()
         logfile = cache_root() / "image" / "build.log"
         log(f"image: buildah bud Dockerfile (PYTHON_IMAGE={base}) → {tag} (log: {logfile})")
         with logfile.open("w") as out:
             done = subprocess.run(
-                engines.buildah(*bud_args(base, tag, no_cache=no_cache)),
+                engines.buildah(*bud_args(base, tag, no_cache=no_cache, pull=pull)),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 check=False,
@@ -152,8 +164,10 @@ def build(
             tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-15:])
             raise StartupError(f"buildah bud failed (exit {done.returncode}); log {logfile}:\n{tail}")
         seconds = time.monotonic() - started
+        if also:
+            engines.run(engines.podman("tag", tag, *also), f"podman tag {tag} {' '.join(also)}")
         image_id, size, layers = inspect(engines, tag)
-    return Built(tag, image_id, base, size, layers, seconds)
+    return Built(tag, image_id, base, size, layers, seconds, also)
 
 
 def ensure(log: Log = _stderr) -> str:
@@ -184,7 +198,8 @@ def report(engines: Engines, built: Built) -> list[str]:
     python, debian = packages(engines, built.ref)
     _, base_size, _ = inspect(engines, built.base)
     return [
-        f"image: {built.ref} {built.image_id[:12]} built in {built.seconds:.1f}s on {built.base}",
+        f"image: {' '.join((built.ref, *built.also))} {built.image_id[:12]} built in {built.seconds:.1f}s "
+        f"on {built.base}",
         f"image: size {built.size / 1e6:.0f} MB (base {base_size / 1e6:.0f} MB)",
         f"image: layers {' '.join(built.layers)}",
         f"image: python distributions ({len(python)}): {' '.join(python)}",
@@ -230,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument(
         "--if-possible", action="store_true", help="where containers cannot run here, say why and exit 0"
     )
+    build_parser.add_argument(
+        "--tag", action="append", default=[], help="another name for the image (a registry's, to push)"
+    )
+    build_parser.add_argument(
+        "--base", help="PYTHON_IMAGE from a registry (pulled if missing) instead of the Debian base"
+    )
     sub.add_parser("reproduce", help="build again with --no-cache and compare the layers")
     parsed = parser.parse_args(args)
     try:
@@ -237,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             same, lines = reproduce(engines)
             print("\n".join(lines))
             return 0 if same else 1
-        print("\n".join(report(engines, build(engines))))
+        built = build(engines, also=tuple(parsed.tag), base=parsed.base)
+        print("\n".join(report(engines, built)))
     except Unavailable as exc:
         print(f"image: cannot build here: {exc}", file=sys.stderr)
         return 0 if getattr(parsed, "if_possible", False) else 1

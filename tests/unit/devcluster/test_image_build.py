@@ -80,6 +80,7 @@ def test_buildah_builds_the_shipped_dockerfile_reproducibly(
     assert "--layers" in args and "--pull=never" in args and "--no-cache" not in args
     assert "--volume" not in args
     assert "--no-cache" in image.bud_args("b", "t", no_cache=True)
+    assert "--pull=missing" in image.bud_args("python:3.11-slim-bookworm", "t", pull=True)  # a registry base
 
 
 def test_the_hosts_ca_bundle_is_mounted_for_the_build(
