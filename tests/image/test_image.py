@@ -6,21 +6,21 @@ and the base's RBAC applied (the demo overlay's ServiceAccount, roles and bindin
 namespace ``default`` included). Each container gets what the kubelet would give the pod, read
 from the rendered Deployment of ``deploy/overlays/demo``:
 
-* its user and group, a read-only root, no capabilities, no privilege escalation, ``/tmp`` a
-  writable tmpfs of the emptyDir's size;
+* its user and group, a read-only root, no capabilities, no privilege escalation;
 * a TokenRequest token of the ServiceAccount, the cluster's CA and the namespace at
   ``/var/run/secrets/kubernetes.io/serviceaccount``, and ``KUBERNETES_SERVICE_HOST/PORT``;
 * the overlay's rendered config at ``/etc/vkprovider/config.yaml`` (the ConfigMap's mount), and
-  the Deployment's environment (the node's InternalIP, the leader-election identity).
-* the kubelet API's serving certificate as a ``kubernetes.io/tls`` Secret's volume (the dev
-  cluster's kubelet certificate; docs/deploy.md), and the cluster's CA as its client CA.
+  the Deployment's environment as the kubelet resolves it (the pod IP, the pod name);
+* the Deployment's emptyDirs (``/tmp``, the kubelet certificate's ``cert_dir``) as tmpfs mounts
+  of their size limits.
 
 Adapted only where the dev cluster requires it: the containers share the machine's network
 (``--network host``; the apiserver listens on 127.0.0.1, its serving certificate names
 127.0.0.1), so ``KUBERNETES_SERVICE_HOST`` is 127.0.0.1, the admin and kubelet ports are free
 ports instead of 10255/10250 (the admin port on 127.0.0.1), the pod's IP is the dev cluster's
 kubelet address (a 198.18.x.y on this machine: the apiserver will not proxy to loopback), and
-the two fakeclouds of the overlay run in the test on 127.0.0.1 instead of behind their Services.
+the two fakeclouds of the overlay run in the test on 127.0.0.1 instead of behind their Services;
+``approve-csr`` gets the pod IP with ``--ip`` (the containers are no pods it could list).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import yaml
 
 from tests.support import eventually
 from tests.unit.deploy import rendering
+from vkprovider.cli import main as vkprovider_main
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster import image as image_build
 from vkprovider.devcluster.audit import accesses, read_events
@@ -63,7 +64,6 @@ USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 NODE = "vk-external"
 SERVED = "default"  # the demo overlay's served namespace (served-namespaces.yaml)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-TLS_DIR = "/var/run/secrets/kubelet-tls"
 #: Writes the service's user tries inside the container: only /tmp (the emptyDir) may succeed.
 WRITE_PROBE = """
 import errno, json, os
@@ -198,17 +198,17 @@ def config_dir(demo: list[JSON], clouds: dict[str, Any], directory: Path, **over
 @dataclass(frozen=True)
 class Kubelet:
     """What the kubelet gives every replica: the image, the pod spec, the projected ServiceAccount
-    token, the apiserver's port, the pod's IP, and the kubelet API's serving certificate."""
+    token, the apiserver's port and the pod's IP."""
 
     image: str
     pod_spec: JSON
     service_account: Path
     api_port: int
     #: the address the node advertises: the dev cluster's kubelet address (a 198.18.x.y the
-    #: apiserver may proxy to; it refuses loopback), or 127.0.0.1 where it has none
+    #: apiserver may proxy to; it refuses loopback), or 127.0.0.1 where it has none (then
+    #: ``proxied`` is False and the kubelet API's test skips)
     pod_ip: str
-    #: tls.crt/tls.key of the dev cluster's kubelet serving certificate, or None (no kubelet API)
-    tls: Path | None
+    proxied: bool
 
 
 class Container:
@@ -219,40 +219,27 @@ class Container:
         self.name = f"vkprovider-test-{uuid.uuid4().hex[:8]}"
         self.admin_port, self.kubelet_port = free_port(), free_port()
         self.grace = int(kubelet.pod_spec["terminationGracePeriodSeconds"])
-        tls: list[str] = []
-        if kubelet.tls is not None:  # a kubernetes.io/tls Secret's volume, as docs/deploy.md says
-            tls = ["--volume", f"{kubelet.tls}:{TLS_DIR}:ro"]
-            tls += ["--env", f"VKPROVIDER_KUBELET__TLS_CERT_FILE={TLS_DIR}/tls.crt"]
-            tls += ["--env", f"VKPROVIDER_KUBELET__TLS_KEY_FILE={TLS_DIR}/tls.key"]
-            tls += ["--env", f"VKPROVIDER_KUBELET__CLIENT_CA_FILE={SA_DIR}/ca.crt"]
         self.argv = self.engines.podman(
             "run",
             "--name",
             self.name,
-            *pod_flags(kubelet.pod_spec),
-            "--network",
-            "host",
-            "--volume",
-            f"{config}:/etc/vkprovider:ro",
+            *pod_flags(kubelet.pod_spec, config),
+            *pod_env(kubelet.pod_spec, pod_ip=kubelet.pod_ip, pod_name=self.name),
             "--volume",
             f"{kubelet.service_account}:{SA_DIR}:ro",
             "--env",
             "KUBERNETES_SERVICE_HOST=127.0.0.1",
             "--env",
             f"KUBERNETES_SERVICE_PORT={kubelet.api_port}",
-            # the Deployment's env: status.podIP and metadata.name
-            "--env",
-            f"VKPROVIDER_NODE__INTERNAL_IP={kubelet.pod_ip}",
-            "--env",
-            f"VKPROVIDER_LEADER_ELECTION__IDENTITY={self.name}",
             # host network: the pod's ports become free ports, the admin port on 127.0.0.1
+            "--network",
+            "host",
             "--env",
             "VKPROVIDER_HTTP__ADMIN_HOST=127.0.0.1",
             "--env",
             f"VKPROVIDER_HTTP__ADMIN_PORT={self.admin_port}",
             "--env",
             f"VKPROVIDER_NODE__KUBELET_PORT={self.kubelet_port}",
-            *tls,
             kubelet.image,
         )
 
@@ -327,9 +314,10 @@ class Container:
         return str(response.json().get("role") or "leader")
 
 
-def pod_flags(spec: JSON) -> list[str]:
-    """podman flags for what the pod spec asks of the container runtime (its securityContext,
-    its /tmp emptyDir), read from the rendered Deployment rather than restated."""
+def pod_flags(spec: JSON, config: Path) -> list[str]:
+    """podman flags for what the pod spec asks of the container runtime (its securityContext and
+    its volumes: the config ConfigMap as ``config``, each emptyDir a tmpfs of its size), read
+    from the rendered Deployment rather than restated. A field this does not know fails here."""
     (container,) = spec["containers"]
     pod_sc, sc = spec["securityContext"], container["securityContext"]
     assert pod_sc["runAsNonRoot"] and sc["allowPrivilegeEscalation"] is False
@@ -341,10 +329,26 @@ def pod_flags(spec: JSON) -> list[str]:
         flags += ["--read-only", "--read-only-tmpfs=false"]  # only the volumes below are writable
     volumes = {v["name"]: v for v in spec["volumes"]}
     for mount in container["volumeMounts"]:
-        empty_dir = volumes[mount["name"]].get("emptyDir")
-        if empty_dir is not None:
-            size = str(empty_dir["sizeLimit"]).replace("Mi", "m")
-            flags += ["--tmpfs", f"{mount['mountPath']}:rw,size={size},mode=1777"]
+        volume, path = volumes[mount["name"]], mount["mountPath"]
+        if "emptyDir" in volume:
+            size = str(volume["emptyDir"]["sizeLimit"]).replace("Mi", "m")
+            flags += ["--tmpfs", f"{path}:rw,size={size},mode=1777"]
+        else:
+            assert "configMap" in volume and mount["name"] == "config", f"a volume to learn: {volume}"
+            flags += ["--volume", f"{config}:{path}:ro"]
+    return flags
+
+
+def pod_env(spec: JSON, *, pod_ip: str, pod_name: str) -> list[str]:
+    """The container's ``env`` as the kubelet resolves it (``status.podIP``, ``metadata.name``);
+    ``envFrom``'s Secret is optional and absent here, as the demo overlay has no key."""
+    (container,) = spec["containers"]
+    fields = {"status.podIP": pod_ip, "metadata.name": pod_name}
+    flags = []
+    for var in container.get("env") or []:
+        value = var["value"] if "value" in var else fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
+        flags += ["--env", f"{var['name']}={value}"]
+    assert all(source["secretRef"]["optional"] for source in container.get("envFrom") or [])
     return flags
 
 
@@ -376,23 +380,11 @@ def gpu_pod(name: str) -> JSON:
 
 
 @pytest.fixture(scope="module")
-def kubelet(
-    image: str,
-    pod_spec: JSON,
-    cluster: Cluster,
-    service_account: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Kubelet:
+def kubelet(image: str, pod_spec: JSON, cluster: Cluster, service_account: Path) -> Kubelet:
     api_port = int(cluster.server.rsplit(":", 1)[1])
-    net, serving = cluster.kubelet_net, cluster.kubelet_serving
-    if net is None or serving is None:
-        return Kubelet(image, pod_spec, service_account, api_port, "127.0.0.1", None)
-    tls = tmp_path_factory.mktemp("kubelet-tls")
-    shutil.copyfile(serving.cert, tls / "tls.crt")
-    shutil.copyfile(serving.key, tls / "tls.key")
-    for path in (tls, *tls.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)  # a Secret volume's defaultMode
-    return Kubelet(image, pod_spec, service_account, api_port, net.host_ip, tls)
+    net = cluster.kubelet_net
+    pod_ip = net.host_ip if net is not None else "127.0.0.1"
+    return Kubelet(image, pod_spec, service_account, api_port, pod_ip, net is not None)
 
 
 @pytest.fixture(scope="module")
@@ -471,11 +463,29 @@ async def test_the_probes_answer_as_the_deployment_expects(leader: Container, po
 async def test_kubectl_logs_reaches_the_kubelet_api_in_the_container(
     leader: Container, kubelet: Kubelet, cluster: Cluster, admin: KubeClient
 ) -> None:
-    """``kubectl logs``: the apiserver calls the kubelet API at the node's address with its
-    kubelet-client certificate; the container serves it with the mounted serving certificate,
-    verifies the client against the cluster's CA and authorizes it by SubjectAccessReview."""
-    if kubelet.tls is None:
+    """``kubelet.csr``, as the overlay configures it: the container asks for its serving
+    certificate with a kubelet-serving CSR; ``vkprovider approve-csr`` approves it (the pod IP
+    given with ``--ip``: these containers are no pods it could list); the controller-manager signs
+    it; then ``kubectl logs`` — the apiserver calling the kubelet API at the node's address with
+    its client certificate, verified against the CA the Deployment names — reaches the fakecloud's
+    log lines through the container."""
+    if not kubelet.proxied:
         pytest.skip("the dev cluster has no kubelet network namespace (needs ip netns): no kubelet API")
+
+    async def csr() -> JSON | None:
+        listed = await admin.request(
+            "GET",
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            query={"labelSelector": f"vkprovider.io/node-name={NODE}"},
+        )
+        mine = [c for c in listed["items"] if c["spec"]["username"] == USER]
+        return mine[0] if mine else None
+
+    request = await eventually(csr, timeout=60)
+    assert request["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+    approve = ["approve-csr", "--kubeconfig", str(cluster.kubeconfig), "--node", NODE, "--requester", USER]
+    approve += ["--pod-selector", "app=none", "--ip", kubelet.pod_ip]
+    assert await asyncio.to_thread(vkprovider_main, approve) == 0
     pods = f"/api/v1/namespaces/{SERVED}/pods"
     name = f"logs-{uuid.uuid4().hex[:6]}"
     await admin.request("POST", pods, body=gpu_pod(name))
@@ -486,9 +496,7 @@ async def test_kubectl_logs_reaches_the_kubelet_api_in_the_container(
             return done.stdout if done.returncode == 0 and "container server started" in done.stdout else None
 
         out = await eventually(started, timeout=120)
-        print(
-            f"\nkubectl logs {name} (through the apiserver, {kubelet.pod_ip}:{leader.kubelet_port}):\n{out}"
-        )
+        print(f"\nCSR {request['metadata']['name']} approved; kubectl logs {name} ({kubelet.pod_ip}):\n{out}")
     finally:
         await admin.request("DELETE", f"{pods}/{name}")
 
