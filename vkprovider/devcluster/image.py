@@ -47,12 +47,18 @@ from vkprovider.devcluster.process import StartupError
 ROOT = Path(__file__).resolve().parents[2]
 NAME, VERSION = "localhost/vkprovider", "0.1.0"
 IMAGE = f"{NAME}:{VERSION}"
+#: The Dockerfile's build stage, tagged so that pruning keeps its layer cache (see _prune).
+BUILD_STAGE = f"{NAME}-build:cache"
 #: Where the host may name the CA bundle its TLS clients trust (first existing file wins).
 CA_BUNDLE_ENV = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
 HOST_CA_BUNDLE = Path(CA_BUNDLE_IN_IMAGE)
 
 Log = Callable[[str], None]
+
+
+def build_log(name: str = "build") -> Path:
+    return cache_root() / "image" / f"{name}.log"
 
 
 def _stderr(message: str) -> None:
@@ -81,10 +87,17 @@ def ca_bundle() -> Path | None:
 
 
 def bud_args(
-    base: str, tag: str, *, root: Path = ROOT, no_cache: bool = False, pull: bool = False
+    base: str,
+    tag: str,
+    *,
+    root: Path = ROOT,
+    no_cache: bool = False,
+    pull: bool = False,
+    target: str | None = None,
 ) -> list[str]:
     """``buildah bud``'s arguments for the Dockerfile at ``root`` on ``base``, tagged ``tag``
-    (``pull``: the base comes from a registry, pulled if missing; else it must be local)."""
+    (``pull``: the base comes from a registry, pulled if missing; else it must be local;
+    ``target``: only up to that stage)."""
     epoch = str(image_base.SOURCE_DATE_EPOCH)
     bundle = ca_bundle()
     return [
@@ -105,6 +118,7 @@ def bud_args(
         "--build-arg",
         f"PYTHON_IMAGE={base}",
         *(["--volume", f"{bundle}:{CA_BUNDLE_IN_IMAGE}:ro"] if bundle else []),
+        *(["--target", target] if target else []),
         "--file",
         str(root / "Dockerfile"),
         "--tag",
@@ -150,24 +164,36 @@ def build(
     with _locked():
         pull = base is not None
         base = base or image_base.ensure(engines, log)
+        before = inspect(engines, tag)[0] if engines.image_exists(tag) else None
         started = time.monotonic()
-        logfile = cache_root() / "image" / "build.log"
-        log(f"image: buildah bud Dockerfile (PYTHON_IMAGE={base}) → {tag} (log: {logfile})")
-        with logfile.open("w") as out:
-            done = subprocess.run(
-                engines.buildah(*bud_args(base, tag, no_cache=no_cache, pull=pull)),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if done.returncode != 0:
-            tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-15:])
-            raise StartupError(f"buildah bud failed (exit {done.returncode}); log {logfile}:\n{tail}")
+        log(f"image: buildah bud Dockerfile (PYTHON_IMAGE={base}) → {tag} (log: {build_log()})")
+        _bud(engines, bud_args(base, tag, no_cache=no_cache, pull=pull))
         seconds = time.monotonic() - started
         if also:
             engines.run(engines.podman("tag", tag, *also), f"podman tag {tag} {' '.join(also)}")
         image_id, size, layers = inspect(engines, tag)
+        if image_id != before and tag == IMAGE:
+            _prune(engines, base, pull)
     return Built(tag, image_id, base, size, layers, seconds, also)
+
+
+def _bud(engines: Engines, args: list[str], logfile: Path | None = None) -> None:
+    logfile = logfile or build_log()
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with logfile.open("w") as out:
+        done = subprocess.run(engines.buildah(*args), stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-15:])
+        raise StartupError(f"buildah bud failed (exit {done.returncode}); log {logfile}:\n{tail}")
+
+
+def _prune(engines: Engines, base: str, pull: bool) -> None:
+    """Drop what earlier builds left (their images and layers: ~0.4 GB a source change), keeping
+    the layer cache of this one. The build stage is tagged first (every step cached, seconds):
+    a tagged image's parent images are not pruned, so the next build still reuses the
+    dependency layer instead of downloading every wheel again."""
+    _bud(engines, bud_args(base, BUILD_STAGE, pull=pull, target="build"), build_log("build-stage"))
+    engines.run(engines.podman("image", "prune", "--force"), "podman image prune")
 
 
 def ensure(log: Log = _stderr) -> str:
