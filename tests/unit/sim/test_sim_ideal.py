@@ -1,0 +1,226 @@
+"""The ideal is a true lower bound: a run played by a perfect policy costs exactly the ideal, a
+run that lags behind it costs more, and both are measured the way the report measures a real
+run (from the ledgers the player writes, not from the ideal's own bookkeeping).
+
+The player below is a second, replica-by-replica implementation of the world's rules (see
+vkprovider/sim/ideal.py): it keeps one object per replica, writes one ledger entry per instance
+and records samples the way ``observe.sample_from`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vkprovider.sim.costs import provider_costs
+from vkprovider.sim.ideal import policies
+from vkprovider.sim.record import Action, LedgerEntry, NodeSample, Sample, WorkloadSample
+from vkprovider.sim.scenario import Scenario, parse_scenario
+
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class World:
+    """One step of the generated day: the truth the player acts on."""
+
+    nodes: dict[str, NodeSample]
+    desired: dict[str, int]
+    actions: list[Action] = field(default_factory=list)  #: capacity / outage changes at this step
+
+
+@dataclass
+class Replica:
+    workload: str
+    node: str | None = None  #: local node, or
+    entry: LedgerEntry | None = None  #: the instance serving it
+
+
+def scenario(data: st.DrawFn, steps: int) -> Scenario:
+    providers = [
+        {
+            "name": f"p{i}",
+            "price_per_hour": data(st.sampled_from([0.5, 1.0, 2.0, 3.5, 8.0, 16.0])),
+            "capacity": data(st.integers(0, 4)),
+            "gpus": data(st.sampled_from([1, 1, 2, 8])),
+        }
+        for i in range(data(st.integers(1, 3)))
+    ]
+    return parse_scenario(
+        {
+            "name": "prop",
+            "clock": {"day": f"{steps}h", "real_seconds": steps},  # one real second = one hour
+            "fleet": {"nodes": data(st.integers(1, 3)), "gpus_per_node": data(st.sampled_from([2, 4, 8]))},
+            "providers": providers,
+            "workloads": [
+                {"name": f"w{i}", "replicas": 4, "pdb": None} for i in range(data(st.integers(1, 2)))
+            ],
+        }
+    )
+
+
+@st.composite
+def day(data: st.DrawFn, *, provider_events: bool = True) -> tuple[Scenario, list[World]]:
+    steps = data(st.integers(3, 10))
+    s = scenario(data, steps)
+    worlds = []
+    for i in range(steps + 1):
+        nodes = {
+            f"local-gpu-{n}": NodeSample(
+                gpus=s.fleet.gpus_per_node,
+                ready=data(st.booleans()) or data(st.booleans()),
+                cordoned=data(st.integers(0, 3)) == 0,
+                training_gpus=data(st.integers(0, s.fleet.gpus_per_node)),
+            )
+            for n in range(s.fleet.nodes)
+        }
+        desired = {w.name: data(st.integers(0, 6)) for w in s.workloads}
+        actions = []
+        for p in s.providers if provider_events else []:
+            if data(st.integers(0, 4)) == 0:
+                actions.append(Action(T0 + i, "capacity", p.name, "", float(data(st.integers(0, 4)))))
+            if data(st.integers(0, 5)) == 0:
+                kind = data(st.sampled_from(["outage-start", "outage-end"]))
+                actions.append(Action(T0 + i, kind, p.name, ""))
+        worlds.append(World(nodes, desired, actions))
+    return s, worlds
+
+
+def rank(r: Replica) -> int:
+    """Scaled away first / brought home first: unplaced, then external, then local."""
+    return 0 if r.node is None and r.entry is None else 1 if r.node is None else 2
+
+
+def dearest_out_first(r: Replica) -> tuple[int, float, str, str]:
+    """The order replicas are scaled away and brought home in (ties as the ideal breaks them)."""
+    price, provider = (r.entry.price_per_hour, r.entry.provider) if r.entry else (0.0, "")
+    return rank(r), -price, provider, r.workload
+
+
+def play(
+    s: Scenario, worlds: list[World], *, lag: int = 0
+) -> tuple[list[Sample], list[Action], dict[str, list[LedgerEntry]]]:
+    """Play the day replica by replica; ``lag`` > 0 leaves replicas out that many steps after
+    they could have come home (a gradual return)."""
+    replicas: list[Replica] = []
+    ledgers: dict[str, list[LedgerEntry]] = {p.name: [] for p in s.providers}
+    limits = {p.name: p.capacity for p in s.providers}
+    down: set[str] = set()
+    homeward: dict[int, int] = {}  #: id(replica) -> steps it could have been home
+    samples, actions = [], []
+    size = {w.name: w.gpus for w in s.workloads}
+    serial = 0
+    for i, world in enumerate(worlds):
+        t = T0 + i
+        for a in world.actions:
+            actions.append(a)
+            if a.kind == "capacity":
+                limits[a.subject] = int(a.value or 0)
+            elif a.kind == "outage-start":
+                down.add(a.subject)
+            else:
+                down.discard(a.subject)
+        free = {n: (x.gpus - x.training_gpus if x.ready else 0) for n, x in world.nodes.items()}
+
+        def end(r: Replica) -> bool:
+            if r.entry is not None:
+                if r.entry.provider in down:
+                    return False
+                r.entry.ended_at = t
+            return True
+
+        # local nodes: a cordoned one keeps what fits, schedulable ones are repacked
+        for r in sorted(replicas, key=lambda r: r.workload):
+            if r.node is not None:
+                node = world.nodes[r.node]
+                if node.cordoned and node.ready and free[r.node] >= size[r.workload]:
+                    free[r.node] -= size[r.workload]
+                else:
+                    r.node = None
+        # scaled away: unplaced first, then external ones (dearest first), then local ones
+        for name, want in world.desired.items():
+            mine = [r for r in replicas if r.workload == name]
+            order = sorted(mine, key=dearest_out_first)
+            surplus = len(mine) - want
+            for r in order:
+                if surplus <= 0:
+                    break
+                if end(r):  # one whose provider is in an outage cannot be deleted: it keeps serving
+                    replicas.remove(r)
+                    surplus -= 1
+            while sum(r.workload == name for r in replicas) < want:
+                replicas.append(Replica(name))
+        schedulable = [n for n, x in world.nodes.items() if not x.cordoned]
+        for r in sorted(replicas, key=dearest_out_first):
+            if r.node is not None:
+                continue
+            fits = [n for n in schedulable if free[n] >= size[r.workload]]
+            if not fits:
+                continue
+            node = min(fits, key=lambda n: (free[n], n))
+            if r.entry is not None:  # could come home: after the lag, if its instance can go
+                homeward[id(r)] = homeward.get(id(r), 0) + 1
+                if homeward[id(r)] <= lag or not end(r):
+                    continue
+                r.entry = None
+            free[node] -= size[r.workload]
+            r.node = node
+        # instances whose replica went home stay ended; the rest go out, cheapest with room
+        for r in sorted(replicas, key=lambda r: r.workload):  # bought in workload order, as the ideal does
+            if r.node is None and r.entry is None:
+                used = {p.name: 0 for p in s.providers}
+                for es in ledgers.values():
+                    for e in es:
+                        if e.ended_at is None:
+                            used[e.provider] += 1
+                offers = [
+                    p
+                    for p in s.providers
+                    if p.gpus >= size[r.workload] and p.name not in down and used[p.name] < limits[p.name]
+                ]
+                if offers:
+                    p = min(offers, key=lambda p: (p.price_per_hour, p.name))
+                    serial += 1
+                    r.entry = LedgerEntry(p.name, f"u{serial}", "o", p.gpus, p.price_per_hour, t)
+                    ledgers[p.name].append(r.entry)
+            if r.node is not None:
+                homeward.pop(id(r), None)
+        workloads = {}
+        for name, want in world.desired.items():
+            mine = [r for r in replicas if r.workload == name]
+            local = sum(r.node is not None for r in mine)
+            external = sum(r.entry is not None and r.node is None for r in mine)
+            workloads[name] = WorkloadSample(
+                desired=want, local=local, external=external, ready_local=local, ready_external=external
+            )
+        samples.append(Sample(t=t, workloads=workloads, nodes=world.nodes))
+    for es in ledgers.values():
+        for e in es:
+            if e.ended_at is None:
+                e.ended_at = samples[-1].t
+    return samples, actions, ledgers
+
+
+def money(s: Scenario, ledgers: dict[str, list[LedgerEntry]], until: float) -> float:
+    return sum(p.money for p in provider_costs(s, ledgers, until))
+
+
+@settings(max_examples=150, deadline=None)
+@given(day())
+def test_a_perfect_policy_costs_exactly_the_ideal(generated: tuple[Scenario, list[World]]) -> None:
+    s, worlds = generated
+    samples, actions, ledgers = play(s, worlds)
+    ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    assert money(s, ledgers, samples[-1].t) == pytest.approx(ideal.money, abs=1e-6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(day(provider_events=False), st.integers(1, 3))
+def test_no_run_is_cheaper_than_the_ideal(generated: tuple[Scenario, list[World]], lag: int) -> None:
+    s, worlds = generated
+    samples, actions, ledgers = play(s, worlds, lag=lag)
+    ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    assert money(s, ledgers, samples[-1].t) >= ideal.money - 1e-6
