@@ -94,6 +94,15 @@ def rank(r: Replica) -> int:
     return 0 if r.node is None and r.entry is None else 1 if r.node is None else 2
 
 
+def end(r: Replica, t: float, down: set[str]) -> bool:
+    """Delete the replica's instance at ``t``; impossible while its provider is in an outage."""
+    if r.entry is not None:
+        if r.entry.provider in down:
+            return False
+        r.entry.ended_at = t
+    return True
+
+
 def dearest_out_first(r: Replica) -> tuple[int, float, str, str]:
     """The order replicas are scaled away and brought home in (ties as the ideal breaks them)."""
     price, provider = (r.entry.price_per_hour, r.entry.provider) if r.entry else (0.0, "")
@@ -125,12 +134,6 @@ def play(
                 down.discard(a.subject)
         free = {n: (x.gpus - x.training_gpus if x.ready else 0) for n, x in world.nodes.items()}
 
-        def end(r: Replica) -> bool:
-            if r.entry is not None:
-                if r.entry.provider in down:
-                    return False
-                r.entry.ended_at = t
-            return True
 
         # local nodes: a cordoned one keeps what fits, schedulable ones are repacked
         for r in sorted(replicas, key=lambda r: r.workload):
@@ -148,7 +151,7 @@ def play(
             for r in order:
                 if surplus <= 0:
                     break
-                if end(r):  # one whose provider is in an outage cannot be deleted: it keeps serving
+                if end(r, t, down):  # one whose provider is in an outage cannot be deleted: it keeps serving
                     replicas.remove(r)
                     surplus -= 1
             while sum(r.workload == name for r in replicas) < want:
@@ -163,7 +166,7 @@ def play(
             node = min(fits, key=lambda n: (free[n], n))
             if r.entry is not None:  # could come home: after the lag, if its instance can go
                 homeward[id(r)] = homeward.get(id(r), 0) + 1
-                if homeward[id(r)] <= lag or not end(r):
+                if homeward[id(r)] <= lag or not end(r, t, down):
                     continue
                 r.entry = None
             free[node] -= size[r.workload]
