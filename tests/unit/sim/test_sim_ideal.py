@@ -138,8 +138,8 @@ def play(
         # local nodes: a cordoned one keeps what fits, schedulable ones are repacked
         for r in sorted(replicas, key=lambda r: r.workload):
             if r.node is not None:
-                node = world.nodes[r.node]
-                if node.cordoned and node.ready and free[r.node] >= size[r.workload]:
+                here = world.nodes[r.node]
+                if here.cordoned and here.ready and free[r.node] >= size[r.workload]:
                     free[r.node] -= size[r.workload]
                 else:
                     r.node = None
