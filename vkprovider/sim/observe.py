@@ -81,6 +81,7 @@ def sample_from(
     virtual = next((n for n in nodes if n["metadata"]["name"] == virtual_node), None)
     sample = Sample(t=t)
     sample.workloads = {w.name: WorkloadSample() for w in s.workloads}
+    sample.virtual_pod_uids = []
     sample.training = {tr.name: TrainingSample() for _, tr in s.trainings()}
     for d in deployments:
         name = d["metadata"]["name"]
@@ -95,7 +96,7 @@ def sample_from(
     for pod in pods:
         node = pod["spec"].get("nodeName") or ""
         if node == virtual_node and (uid := pod["metadata"].get("uid")):
-            sample.virtual_pod_uids.append(uid)
+            sample.virtual_pod_uids.append(uid)  # terminating and finished ones too: they still exist
         if not live(pod):
             continue
         labels = pod["metadata"].get("labels") or {}

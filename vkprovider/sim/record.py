@@ -61,7 +61,7 @@ class Sample:
     nodes: dict[str, NodeSample] = field(default_factory=dict)  #: local nodes
     #: UIDs of every pod bound to the virtual node (terminating ones too): a ledger entry billing
     #: for a UID not here is an orphan at ``t``
-    virtual_pod_uids: list[str] = field(default_factory=list)
+    virtual_pod_uids: list[str] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
@@ -78,7 +78,7 @@ class Sample:
             service_spend_rate=data.get("service_spend_rate"),
             queue_gpus=data.get("queue_gpus"),
             nodes={k: NodeSample(**v) for k, v in data.get("nodes", {}).items()},
-            virtual_pod_uids=list(data.get("virtual_pod_uids", [])),
+            virtual_pod_uids=data.get("virtual_pod_uids"),
         )
 
 

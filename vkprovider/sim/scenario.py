@@ -82,7 +82,7 @@ class Runtime(Strict):
         default=None,
         gt=0,
         description="a workload short of Ready replicas longer than this lost them; "
-        "default: 10 s + 3 x the slowest startup (provider or local), in real seconds",
+        "default: the slowest start-up (provider or local) + 2 samples + the gate's dwell + 1 s, in real seconds",
     )
     settle_seconds: float = Field(
         default=45.0, ge=0, description="after the day: wait this long for deletions before counting orphans"
@@ -117,13 +117,32 @@ class Scenario(Strict):
         return real_seconds * self.scale
 
     @property
+    def startup_seconds(self) -> float:
+        """Real seconds the slowest way back to Ready takes: a local start or a provider's
+        provisioning plus model load (a preempted replica may take either)."""
+        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
+        return self.real(slowest)
+
+    @property
+    def slack_seconds(self) -> float:
+        """Real seconds of control-loop latency on top of a start-up: two samples, the gate's
+        dwell (it must see the GPUs gone before it untaints) and one status poll (1 s)."""
+        dwell = float(self.runtime.gate.get("dwell_seconds", 3.0))
+        return 2 * self.runtime.sample_seconds + dwell + 1.0
+
+    @property
+    def excuse_seconds(self) -> float:
+        """How long after a disruption a workload it touched may be below its PDB floor: one
+        start-up plus the slack (real seconds)."""
+        return self.startup_seconds + self.slack_seconds
+
+    @property
     def lost_after(self) -> float:
-        """Real seconds a replica may be missing before it counts as lost (startup plus slack for
-        scheduling, the gate's dwell and the provider's API)."""
+        """Real seconds a replica may be missing before it counts as lost (default: the excuse
+        window)."""
         if self.runtime.lost_after_seconds is not None:
             return self.runtime.lost_after_seconds
-        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
-        return 10.0 + 3.0 * self.real(slowest)
+        return self.excuse_seconds
 
     def provider(self, name: str) -> ProviderSpec:
         return next(p for p in self.providers if p.name == name)

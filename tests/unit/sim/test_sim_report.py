@@ -1,5 +1,5 @@
-"""The report is a pure function of the recording: money from the ledgers, baselines from the
-samples, invariants from both, and a real PNG."""
+"""The report is a pure function of the recording: money from the ledgers, the ideal and the
+counterfactuals from the samples, invariants from both, and a real PNG."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from vkprovider.sim import report
-from vkprovider.sim.costs import costs, fill_rate
+from vkprovider.sim.costs import costs
 from vkprovider.sim.invariants import invariants
 from vkprovider.sim.record import Action, LedgerEntry, Recording, Sample, TrainingSample, WorkloadSample
 from vkprovider.sim.scenario import Scenario, parse_scenario
@@ -102,17 +102,23 @@ def test_open_ledger_entries_bill_until_the_end_of_the_recording() -> None:
     assert {p.provider: p for p in c.providers}["dear"].money == pytest.approx(5.0 * 4 + 5.0 * 10)
 
 
-def test_baselines_from_the_samples() -> None:
+def test_the_ideal_and_the_counterfactuals_of_the_day() -> None:
     s, rec = scenario(), recording()
     c = costs(s, rec.ledgers, rec.samples, rec.actions, start=rec.day_start, end=rec.day_end, until=rec.end)
-    everything, when_full = c.baselines
-    # 4 GPUs for 10 simulated hours: cheap 2 + dear 2 until 4h, then cheap is sold out (dear 4)
-    assert everything.gpu_hours == pytest.approx(40.0)
-    assert everything.money == pytest.approx(4 * (2 * 2 + 2 * 5) + 6 * 4 * 5)
-    # only while training held the node (2h..6h): 4 GPUs; cheap 2 until 4h, then dear only
-    assert when_full.gpu_hours == pytest.approx(16.0)
-    assert when_full.money == pytest.approx(2 * (2 * 2 + 2 * 5) + 2 * 4 * 5)
-    assert fill_rate(s, 20, {"cheap": 2, "dear": 10}) == (2 * 2 + 10 * 5 + 8 * 5, 8)
+    ideal, nothing, never, noexec = c.policies
+    # training holds the node 2h..6h: 4 replicas out, cheap 2 + dear 2; the capacity cut at 4h
+    # stops new cheap instances but the two running keep their price: exactly this run's ledgers
+    assert ideal.money == pytest.approx(4 * (2 * 2.0 + 2 * 5.0)) == pytest.approx(c.total.money)
+    assert ideal.gpu_hours == pytest.approx(16.0) and ideal.unserved_replica_hours == 0
+    assert nothing.money == 0 and nothing.unserved_replica_hours == pytest.approx(16.0)
+    # never return: what went out at 2h bills until the end of the day (10h)
+    assert never.money == pytest.approx(8 * (2 * 2.0 + 2 * 5.0))
+    # NoExecute: the ideal's money, but all 4 come home at once and restart (5 min each)
+    assert noexec.money == pytest.approx(ideal.money)
+    assert noexec.min_ready == {"chat": 0}
+    assert noexec.not_ready_replica_hours == pytest.approx(4 * 5 / 60)
+    assert [t for t, _ in ideal.cumulative] == [x.t for x in rec.samples]
+    assert ideal.cumulative[-1][1] == pytest.approx(ideal.money)
 
 
 def test_invariants_hold_for_a_clean_run() -> None:
@@ -120,9 +126,11 @@ def test_invariants_hold_for_a_clean_run() -> None:
     inv = invariants(s, rec.samples, rec.actions, rec.ledgers, [])
     (chat,) = inv.workloads
     assert chat.min_ready == 0 and chat.floor == 3
-    assert chat.below_floor_seconds == pytest.approx(3600.0)  # the preemption sample, simulated
-    assert chat.below_floor_unexcused_seconds == 0  # it was within the training start window
-    assert inv.lost == 0 and inv.ok
+    assert chat.below_floor_minutes == pytest.approx(60.0)  # the preemption sample, simulated
+    assert chat.below_floor_unexcused_minutes == 0  # the training start preempted it: excused
+    assert [why for _, _, why in chat.excuses] == ["training train preempted it"]
+    assert chat.short_replica_minutes == pytest.approx(4 * 60.0)
+    assert inv.lost == 0 and inv.ok and inv.broken == []
 
 
 def test_a_replica_missing_longer_than_the_grace_is_lost() -> None:
@@ -130,8 +138,8 @@ def test_a_replica_missing_longer_than_the_grace_is_lost() -> None:
     for x in rec.samples[6:]:
         x.workloads["chat"].ready_local = 3  # one replica never comes back
     inv = invariants(s, rec.samples, rec.actions, rec.ledgers, [])
-    assert inv.lost == 1 and not inv.ok
-    assert inv.workloads[0].below_floor_unexcused_seconds == 0  # 3 Ready is the floor
+    assert inv.lost == 1 and not inv.ok and inv.broken == ["1 pods lost"]
+    assert inv.workloads[0].below_floor_unexcused_minutes == 0  # 3 Ready is the floor
 
 
 def test_twin_deployments_are_duplicates_and_orphans_are_reported() -> None:
