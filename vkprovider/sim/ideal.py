@@ -241,7 +241,7 @@ def policies(
     )
     nothing = Policy(
         "no bursting",
-        "nothing bought: replicas that fit on no local node are unserved (replica-hours below)",
+        "nothing bought: replicas that fit on no local node are unserved (replica-hours short)",
     )
     noexec = Policy(
         "NoExecute return",

@@ -104,6 +104,8 @@ def markdown(rec: Recording) -> str:
     if not rec.components.get("descheduler", False):
         lines.append("  (without the descheduler nothing brings external replicas home: expect extra spend)")
     lines += [f"- {note}" for note in rec.notes]
+    if not any(rec.day_start <= x.t <= rec.day_end for x in rec.samples):
+        lines.append("- **no samples during the day**: no chart, and nothing below was observed")
     failed = [a for a in rec.actions if a.kind == "error"]
     lines += [f"- **timeline step failed**: {a.subject}: {a.detail}" for a in failed]
     lines += ["", "## Timeline", "", "| at | event |", "|---|---|"]
@@ -148,9 +150,9 @@ def verdict(inv: Invariants) -> str:
 
 
 def _against(run: float, policy: Policy) -> str:
-    if not policy.money and not run:
-        return "same"
     saved = policy.money - run
+    if abs(saved) < 0.005:
+        return "equal"
     share = f" ({abs(saved) / policy.money:.0%})" if policy.money else ""
     return f"${abs(saved):,.2f}{share} {'less' if saved > 0 else 'more'}"
 
@@ -378,7 +380,10 @@ def write(rec: Recording, folder: Path) -> Path:
         events_csv(s, rec.day_start, changes(rec.samples, rec.actions, rec.ledgers))
     )
     (folder / "report.json").write_text(json.dumps(summary(rec), indent=1))
-    chart.draw(s, rec, folder / "timeline.png")
+    try:
+        chart.draw(s, rec, folder / "timeline.png")
+    except chart.EmptyRecording:
+        (folder / "timeline.png").unlink(missing_ok=True)  # no stale chart from an earlier write
     return folder
 
 

@@ -9,6 +9,7 @@ and records samples the way ``observe.sample_from`` would.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pytest
@@ -103,10 +104,11 @@ def end(r: Replica, t: float, down: set[str]) -> bool:
     return True
 
 
-def dearest_out_first(r: Replica) -> tuple[int, float, str, str]:
-    """The order replicas are scaled away and brought home in (ties as the ideal breaks them)."""
+def dearest_out_first(r: Replica, down: Collection[str] = ()) -> tuple[int, bool, float, str, str]:
+    """The order replicas are scaled away and brought home in (ties as the ideal breaks them):
+    unplaced, then external ones (deletable before those in an outage, dearest first), then local."""
     price, provider = (r.entry.price_per_hour, r.entry.provider) if r.entry else (0.0, "")
-    return rank(r), -price, provider, r.workload
+    return rank(r), provider in down, -price, provider, r.workload
 
 
 def play(
@@ -115,6 +117,7 @@ def play(
     """Play the day replica by replica; ``lag`` > 0 leaves replicas out that many steps after
     they could have come home (a gradual return)."""
     replicas: list[Replica] = []
+    orphans: list[Replica] = []  #: scaled away while their provider was in an outage: still billing
     ledgers: dict[str, list[LedgerEntry]] = {p.name: [] for p in s.providers}
     limits = {p.name: p.capacity for p in s.providers}
     down: set[str] = set()
@@ -133,29 +136,39 @@ def play(
             else:
                 down.discard(a.subject)
         free = {n: (x.gpus - x.training_gpus if x.ready else 0) for n, x in world.nodes.items()}
-
+        for o in [o for o in orphans if end(o, t, down)]:
+            orphans.remove(o)
 
         # local nodes: a cordoned one keeps what fits, schedulable ones are repacked
+        kept = dict.fromkeys(world.desired, 0)
         for r in sorted(replicas, key=lambda r: r.workload):
             if r.node is not None:
                 here = world.nodes[r.node]
-                if here.cordoned and here.ready and free[r.node] >= size[r.workload]:
+                stays = here.cordoned and here.ready and free[r.node] >= size[r.workload]
+                if stays and kept[r.workload] < world.desired[r.workload]:
                     free[r.node] -= size[r.workload]
+                    kept[r.workload] += 1
                 else:
                     r.node = None
         # scaled away: unplaced first, then external ones (dearest first), then local ones
         for name, want in world.desired.items():
             mine = [r for r in replicas if r.workload == name]
-            order = sorted(mine, key=dearest_out_first)
+            order = sorted(mine, key=lambda r: dearest_out_first(r, down))
             surplus = len(mine) - want
             for r in order:
                 if surplus <= 0:
                     break
-                if end(r, t, down):  # one whose provider is in an outage cannot be deleted: it keeps serving
-                    replicas.remove(r)
-                    surplus -= 1
+                if not end(r, t, down) and r.entry is not None:
+                    orphans.append(r)  # its pod goes; the instance bills until the outage ends
+                replicas.remove(r)
+                surplus -= 1
             while sum(r.workload == name for r in replicas) < want:
-                replicas.append(Replica(name))
+                mine_orphaned = [o for o in orphans if o.workload == name]
+                if mine_orphaned:  # the instance it could not delete serves its next replica
+                    orphans.remove(mine_orphaned[0])
+                    replicas.append(mine_orphaned[0])
+                else:
+                    replicas.append(Replica(name))
         schedulable = [n for n, x in world.nodes.items() if not x.cordoned]
         for r in sorted(replicas, key=dearest_out_first):
             if r.node is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vkprovider.sim import report
+from vkprovider.sim import chart, report
 from vkprovider.sim.costs import costs
 from vkprovider.sim.invariants import invariants
 from vkprovider.sim.record import Action, LedgerEntry, Recording, Sample, TrainingSample, WorkloadSample
@@ -169,23 +169,80 @@ def test_events_list_every_change_in_time_order() -> None:
     assert gate["sim_clock"] == "02:00" and "bursting allowed" in gate["detail"]
 
 
+def test_the_chart_series_come_from_the_samples_and_the_ledgers() -> None:
+    s, rec = scenario(), recording()
+    rec.samples[3].workloads["chat"].external = 5  # a fifth pod bound, its deployment not created yet
+    data = chart.series(s, rec)
+    assert data.hours == [float(i) for i in range(11)]
+    assert data.local == [4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 4]
+    # per provider: the deployments its ledger billed (from 2h to 6h)
+    assert data.external == {
+        "cheap": [0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 0],
+        "dear": [0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 0],
+    }
+    assert data.placing == [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+    assert data.ready == [4, 4, 0, 4, 4, 4, 4, 4, 4, 4, 4] and data.floor == [3] * 11
+    assert data.spent[-1] == pytest.approx(56.0) and data.spent[4] == pytest.approx(2 * 14.0)
+    assert data.ideal_spent[-1] == pytest.approx(56.0)
+    rec.actions += [Action(T0 + 7.0, "cordon", "local-gpu-0"), Action(T0 + 9.0, "uncordon", "local-gpu-0")]
+    rec.actions += [Action(T0 + 8.0, "outage-start", "dear")]
+    assert sorted(chart.series(s, rec).windows) == [
+        ("maintenance", "local-gpu-0", 7.0, 9.0),
+        ("outage", "dear", 8.0, 10.0),
+    ]
+
+
+def colour_pixels(png: Path, colour: str) -> int:
+    rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    with Image.open(png) as image:
+        counts = image.convert("RGB").getcolors(maxcolors=1 << 24) or []
+    return sum(n for n, pixel in counts if pixel == rgb)
+
+
+def test_the_chart_draws_the_data_and_refuses_an_empty_day(tmp_path: Path) -> None:
+    s, rec = scenario(), recording()
+    chart.draw(s, rec, tmp_path / "t.png")
+    # the stacked areas are solid: local replicas and both providers fill a visible area
+    assert colour_pixels(tmp_path / "t.png", chart.LOCAL_COLOUR) > 5000
+    assert colour_pixels(tmp_path / "t.png", chart.PROVIDER_COLOURS[0]) > 1000
+    assert colour_pixels(tmp_path / "t.png", chart.PROVIDER_COLOURS[1]) > 1000
+    rec.samples = []
+    with pytest.raises(chart.EmptyRecording):
+        chart.draw(s, rec, tmp_path / "empty.png")
+
+
 def test_write_produces_every_file_and_a_real_png(tmp_path: Path) -> None:
     rec = recording()
     folder = report.write(rec, tmp_path / "r")
     md = (folder / "report.md").read_text()
+    assert md.splitlines()[2].startswith("**Verdict: every invariant held**")
     assert "| **total** | 4 | 16.0 | $56.00 |" in md
+    assert "| ideal (lower bound) | 16.0 | $56.00 | 0.0 | — | equal |" in md
     assert "- pods lost: **0**" in md and "orphaned deployments at the end: **0**" in md
+    assert "| sampling (runtime.sample_seconds) | 1 | 60.0 |" in md  # x3600: a real second is an hour
     summary = json.loads((folder / "report.json").read_text())
     assert summary["total"]["money"] == pytest.approx(56.0)
-    assert summary["invariants"] == {
-        "lost": 0,
-        "orphans": [],
-        "duplicates": [],
-        "workloads": summary["invariants"]["workloads"],
-        "gang": [],
-    }
+    assert summary["verdict"] == {"ok": True, "broken": []}
+    assert summary["policies"][0]["money"] == pytest.approx(56.0)
     assert (folder / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with Image.open(folder / "timeline.png") as image:
-        assert image.width >= 1000 and image.height >= 600
+    assert colour_pixels(folder / "timeline.png", chart.LOCAL_COLOUR) > 5000
     again = Recording.load(folder / "recording.json")
     assert report.markdown(again) == md
+
+
+def test_a_broken_invariant_leads_the_report(tmp_path: Path) -> None:
+    rec = recording()
+    rec.orphans = ["dear/d-9 (pod x)"]
+    md = (report.write(rec, tmp_path / "r") / "report.md").read_text()
+    assert (
+        md.splitlines()[2]
+        == "**Verdict: BROKEN** — 1 orphaned deployments after settling. `make demo` exits 3."
+    )
+
+
+def test_an_empty_day_writes_a_report_but_no_chart(tmp_path: Path) -> None:
+    rec = recording()
+    rec.samples = []
+    folder = report.write(rec, tmp_path / "r")
+    assert "no samples during the day" in (folder / "report.md").read_text()
+    assert not (folder / "timeline.png").exists()

@@ -177,7 +177,10 @@ def test_events_that_outlast_the_day_are_refused() -> None:
     data = base()
     data["timeline"].append({"at": "1h", "maintenance": {"node": 0, "duration": "30h"}})
     message = refused(data)
-    assert "timeline.2.maintenance.duration: 30h from 01:00 ends at 31:00, after the end of the day (2h)" in message
+    assert (
+        "timeline.2.maintenance.duration: 30h from 01:00 ends at 31:00, after the end of the day (2h)"
+        in message
+    )
     data = base()
     data["timeline"][0]["training"]["duration"] = "2h"
     assert "timeline.0.training.duration: 2h from 00:30 ends at 02:30" in refused(data)
