@@ -13,11 +13,16 @@ world itself obeys, so none of them can be cheaper than the world allows:
   cut stops new instances but running ones keep running at their price;
 - nothing migrates between providers.
 
-**ideal**: a perfect gate and an instant return. Every replica that fits locally runs locally;
-the rest go out to the cheapest provider that has room the moment they stop fitting; the
-dearest deletable instance ends the moment a replica fits at home again. With replicas of one
-size (both bundled scenarios) no policy of this world serves the same replicas for less: a run
-played by a perfect policy costs exactly this (``tests/unit/sim/test_sim_ideal.py``).
+**ideal**: a perfect gate and an instant return. Every replica that fits locally runs locally
+(replicas no instance serves are placed first, then the dearest instances come home); the rest
+go out to the cheapest provider that has room the moment they stop fitting; the dearest
+deletable instance ends the moment its replica is home or scaled away. An instance an outage
+keeps from being deleted goes on billing and serves its workload's next replica. Ties between
+workloads break by name. ``tests/unit/sim/test_sim_ideal.py`` plays random days replica by
+replica: a perfect run costs exactly this, and with one workload and steady provider capacity
+no run that serves as much costs less. The ideal has no foresight: with several workloads, a
+capacity cut or an outage, a run that happened to keep the right instance can come out below it
+(the report says so when it does).
 
 Counterfactuals of the same day: **no bursting** (nothing bought; the replicas that did not fit
 are unserved), **burst but never return** (what went out stays out until the replicas are

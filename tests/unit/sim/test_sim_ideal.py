@@ -9,11 +9,12 @@ and records samples the way ``observe.sample_from`` would.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vkprovider.sim.costs import provider_costs
@@ -40,7 +41,7 @@ class Replica:
     entry: LedgerEntry | None = None  #: the instance serving it
 
 
-def scenario(data: st.DrawFn, steps: int) -> Scenario:
+def scenario(data: st.DrawFn, steps: int, workloads: int) -> Scenario:
     providers = [
         {
             "name": f"p{i}",
@@ -56,17 +57,16 @@ def scenario(data: st.DrawFn, steps: int) -> Scenario:
             "clock": {"day": f"{steps}h", "real_seconds": steps},  # one real second = one hour
             "fleet": {"nodes": data(st.integers(1, 3)), "gpus_per_node": data(st.sampled_from([2, 4, 8]))},
             "providers": providers,
-            "workloads": [
-                {"name": f"w{i}", "replicas": 4, "pdb": None} for i in range(data(st.integers(1, 2)))
-            ],
+            "workloads": [{"name": f"w{i}", "replicas": 4, "pdb": None} for i in range(workloads)],
         }
     )
 
 
 @st.composite
-def day(data: st.DrawFn, *, provider_events: bool = True) -> tuple[Scenario, list[World]]:
+def day(data: st.DrawFn, *, provider_events: bool = True, workloads: int = 0) -> tuple[Scenario, list[World]]:
+    """A random day; ``workloads`` = 0 draws one or two."""
     steps = data(st.integers(3, 10))
-    s = scenario(data, steps)
+    s = scenario(data, steps, workloads or data(st.integers(1, 2)))
     worlds = []
     for i in range(steps + 1):
         nodes = {
@@ -136,8 +136,6 @@ def play(
             else:
                 down.discard(a.subject)
         free = {n: (x.gpus - x.training_gpus if x.ready else 0) for n, x in world.nodes.items()}
-        for o in [o for o in orphans if end(o, t, down)]:
-            orphans.remove(o)
 
         # local nodes: a cordoned one keeps what fits, schedulable ones are repacked
         kept = dict.fromkeys(world.desired, 0)
@@ -169,6 +167,8 @@ def play(
                     replicas.append(mine_orphaned[0])
                 else:
                     replicas.append(Replica(name))
+        for o in [o for o in orphans if end(o, t, down)]:  # not adopted, and deletable again
+            orphans.remove(o)
         schedulable = [n for n, x in world.nodes.items() if not x.cordoned]
         for r in sorted(replicas, key=dearest_out_first):
             if r.node is not None:
@@ -220,6 +220,16 @@ def play(
     return samples, actions, ledgers
 
 
+def unserved_hours(s: Scenario, samples: list[Sample]) -> float:
+    """Replica-hours a played run left without a place (neither local nor on an instance)."""
+    return sum(
+        sum(max(0, w.desired - w.local - w.external) for w in here.workloads.values())
+        * s.sim(after.t - here.t)
+        / 3600
+        for here, after in itertools.pairwise(samples)
+    )
+
+
 def money(s: Scenario, ledgers: dict[str, list[LedgerEntry]], until: float) -> float:
     return sum(p.money for p in provider_costs(s, ledgers, until))
 
@@ -234,9 +244,15 @@ def test_a_perfect_policy_costs_exactly_the_ideal(generated: tuple[Scenario, lis
 
 
 @settings(max_examples=150, deadline=None)
-@given(day(provider_events=False), st.integers(1, 3))
+@given(day(provider_events=False, workloads=1), st.integers(1, 3))
 def test_no_run_is_cheaper_than_the_ideal(generated: tuple[Scenario, list[World]], lag: int) -> None:
     s, worlds = generated
     samples, actions, ledgers = play(s, worlds, lag=lag)
     ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    # The ideal has no foresight, so this holds where foresight cannot pay: one workload (its
+    # instances are interchangeable) and steady provider capacity. Two workloads, a capacity cut
+    # or an outage let a run that happened to keep the right instance beat it (docs/simulation.md).
+    # A lagging run can also block a provider's last instance and leave a later replica
+    # unserved, which is cheaper but not better: compare runs that served at least as much.
+    assume(unserved_hours(s, samples) <= ideal.unserved_replica_hours + 1e-9)
     assert money(s, ledgers, samples[-1].t) >= ideal.money - 1e-6
