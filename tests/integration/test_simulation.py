@@ -95,7 +95,7 @@ async def watch_apiserver(
     seen: list[tuple[float, Counts]],
     gangs: list[Gang],
     stop: asyncio.Event,
-    ready: list[tuple[float, list[str]]] | None = None,
+    ready: list[tuple[float, float, list[str]]] | None = None,
 ) -> None:
     """Sample the apiserver independently of the runner, from the moment the cluster is up."""
     workdir = run_root() / name
@@ -109,11 +109,12 @@ async def watch_apiserver(
                         kube = await KubeClient.connect(str(cluster.kubeconfig))
             if kube is not None:
                 with contextlib.suppress(Exception):
+                    asked = time.time()
                     pods = (await kube.request("GET", "/api/v1/namespaces/default/pods"))["items"]
                     now = time.time()
                     seen.append((now, count(pods, "vk-external")))
                     if ready is not None:
-                        ready.append((now, ready_external(pods, "vk-external")))
+                        ready.append((asked, now, ready_external(pods, "vk-external")))
                 with contextlib.suppress(Exception):  # until Kueue's API is installed
                     gangs.extend(await training_seen(kube))
             await asyncio.sleep(0.5)
@@ -165,7 +166,7 @@ async def simulated_day(tmp_path: Path) -> Any:
     name = f"simtest-{os.getpid()}"
     seen: list[tuple[float, Counts]] = []
     gangs: list[Gang] = []
-    ready: list[tuple[float, list[str]]] = []
+    ready: list[tuple[float, float, list[str]]] = []
     stop = asyncio.Event()
     watcher = asyncio.create_task(watch_apiserver(name, seen, gangs, stop, ready))
     options = RunOptions(cluster_name=name, keep_running=True, live=False, reports=tmp_path)
@@ -216,17 +217,17 @@ async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
     by_uid: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         by_uid.setdefault(e["uid"], []).append(e)
-    ghosts = [
+    ghosts = [  # the pod list is from between `asked` and `u`: an entry must serve in between
         (u, uid)
-        for u, uids in ready
+        for asked, u, uids in ready
         for uid in uids
         if not any(
             e["started_at"] + serving_after[e["provider"]] <= u + 0.1
-            and (e["ended_at"] is None or u < e["ended_at"])
+            and (e["ended_at"] is None or asked < e["ended_at"])
             for e in by_uid.get(uid, [])
         )
     ]
-    assert any(uids for _, uids in ready), "the watcher never saw a Ready external pod"
+    assert any(uids for _, _, uids in ready), "the watcher never saw a Ready external pod"
     assert not ghosts, f"Ready external pods no ledger entry served: {ghosts[:5]}"
     assert summary["verdict"] == {"ok": True, "broken": []}, summary["verdict"]
     assert md.splitlines()[2].startswith("**Verdict: every invariant held**")

@@ -150,13 +150,15 @@ def excuse_windows(
     return sorted(out)
 
 
-def serving_at(s: Scenario, entry: LedgerEntry, t: float) -> bool:
-    """Whether a ledger entry's deployment was serving at ``t``: fakecloud serves a fixed
-    provisioning + model-load time after the create it bills from, until it ends."""
+def serving_at(s: Scenario, entry: LedgerEntry, t: float, since: float | None = None) -> bool:
+    """Whether a ledger entry's deployment was serving at some moment of ``[since, t]`` (the pod
+    list's window): fakecloud serves a fixed provisioning + model-load time after the create it
+    bills from, until it ends."""
     p = next((p for p in s.providers if p.name == entry.provider), None)
     ready = s.real(p.startup + p.ready_after) if p else 0.0
+    begin = t if since is None else since
     return entry.started_at + ready <= t + SERVING_TOLERANCE and (
-        entry.ended_at is None or t < entry.ended_at
+        entry.ended_at is None or begin < entry.ended_at
     )
 
 
@@ -193,7 +195,7 @@ def workload_invariant(
             ghosts = [
                 uid
                 for uid in ws.ready_external_uids
-                if not any(serving_at(s, e, here.t) for e in by_uid.get(uid, []))
+                if not any(serving_at(s, e, here.t, here.pods_at) for e in by_uid.get(uid, []))
             ]
             result.ghost_ready_replica_minutes += len(ghosts) * minutes
         shortfall = max(0, ws.desired - ws.ready)
@@ -222,8 +224,9 @@ def orphans_over_time(
         if here.virtual_pod_uids is None:
             continue
         pods = set(here.virtual_pod_uids)
-        for e in entries:
-            if e.open_at(here.t) and e.uid not in pods:
+        listed = here.t if here.pods_at is None else here.pods_at
+        for e in entries:  # created after the pod list: its pod may be newer than the list
+            if e.open_at(here.t) and e.started_at <= listed and e.uid not in pods:
                 span = s.sim(min(after.t, e.ended_at if e.ended_at is not None else after.t) - here.t)
                 minutes += span / 60.0
                 money += e.price_per_hour * span / 3600.0

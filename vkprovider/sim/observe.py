@@ -192,6 +192,7 @@ class Observer:
 
     async def sample(self) -> Sample:
         ns = self.s.namespace
+        pods_at = time.time()
         pods = (await self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods"))["items"]
         extra: dict[str, Any] = {}
         if self.s.training.kueue:
@@ -216,4 +217,5 @@ class Observer:
             **extra,
         )
         sample.service_spend_rate = service_rate
+        sample.pods_at = pods_at
         return sample

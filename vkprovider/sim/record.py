@@ -62,6 +62,9 @@ class Sample:
     #: UIDs of every pod bound to the virtual node (terminating ones too): a ledger entry billing
     #: for a UID not here is an orphan at ``t``
     virtual_pod_uids: list[str] | None = None
+    #: unix seconds the pod list was requested (``t`` is taken after every read): a pod's state is
+    #: from between the two, so a ledger entry ending in between did not make its pod a ghost
+    pods_at: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
@@ -79,6 +82,7 @@ class Sample:
             queue_gpus=data.get("queue_gpus"),
             nodes={k: NodeSample(**v) for k, v in data.get("nodes", {}).items()},
             virtual_pod_uids=data.get("virtual_pod_uids"),
+            pods_at=data.get("pods_at"),
         )
 
 

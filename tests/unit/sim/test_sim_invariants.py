@@ -125,3 +125,20 @@ def test_an_orphan_billing_mid_day_is_counted_though_collected_before_the_end() 
     assert inv.orphan_money == pytest.approx(6.0 * 2 / 60)
     assert inv.orphans_seen == ["cheap/d1 (pod c1)"]
     assert not inv.ok
+
+
+def test_a_sample_judges_pods_by_the_window_they_were_listed_in() -> None:
+    chat = [(0, 1)] * 4
+    embed = [(2, 0)] * 4
+    samples = day(chat, embed, [["c0"]] * 4)
+    for x in samples:
+        x.pods_at = x.t - 0.3  # the pod list went out 0.3 s before the sample's time
+    # c0's deployment ended at 0.9 s: listed Ready at 0.7..1 s, it was still serving then; c1's
+    # deployment was created at 0.8 s, after the list, for a pod the list could not show yet
+    entries = [
+        LedgerEntry("cheap", "c0", "o", 1, 6.0, T0 - 5.0, T0 + 0.9, "d0"),
+        LedgerEntry("cheap", "c1", "o", 1, 6.0, T0 + 0.8, None, "d1"),
+    ]
+    inv = invariants(S, samples, [], {"cheap": entries}, [])
+    assert inv.workloads[0].ghost_ready_replica_minutes == pytest.approx(1)  # at 2 s c0 is a ghost: 1.7 > 0.9
+    assert inv.orphan_minutes == pytest.approx(1)  # from 2 s c1 bills and its pod was never listed
