@@ -256,3 +256,87 @@ def test_no_run_is_cheaper_than_the_ideal(generated: tuple[Scenario, list[World]
     # unserved, which is cheaper but not better: compare runs that served at least as much.
     assume(unserved_hours(s, samples) <= ideal.unserved_replica_hours + 1e-9)
     assert money(s, ledgers, samples[-1].t) >= ideal.money - 1e-6
+
+
+def hand_day(
+    providers: list[dict[str, object]], steps: list[tuple[dict[str, NodeSample], int]], gpus: int = 1
+) -> tuple[Scenario, list[Sample]]:
+    """A day of one workload ``chat``: per hour (one real second) its local nodes and desired replicas."""
+    s = parse_scenario(
+        {
+            "name": "hand",
+            "clock": {"day": f"{len(steps)}h", "real_seconds": len(steps)},
+            "fleet": {"nodes": 2, "gpus_per_node": 8},
+            "providers": providers,
+            "workloads": [{"name": "chat", "replicas": 4, "gpus": gpus, "pdb": None}],
+        }
+    )
+    samples = [
+        Sample(t=T0 + i, workloads={"chat": WorkloadSample(desired=want)}, nodes=nodes)
+        for i, (nodes, want) in enumerate(steps)
+    ]
+    return s, samples
+
+
+def test_a_cordoned_node_keeps_its_replicas_while_its_training_holds_its_other_gpus() -> None:
+    # node a: training on 4 of 8 GPUs, the 4 replicas next to it; then a is cordoned (b is full of
+    # training): the replicas stay (a cordon, not a drain), nothing goes out
+    a, b = NodeSample(gpus=8, training_gpus=4), NodeSample(gpus=8, training_gpus=8)
+    cordoned = NodeSample(gpus=8, training_gpus=4, cordoned=True)
+    s, samples = hand_day(
+        [{"name": "cheap", "price_per_hour": 2.0, "capacity": 8}],
+        [
+            ({"a": a, "b": b}, 4),
+            ({"a": cordoned, "b": b}, 4),
+            ({"a": cordoned, "b": b}, 4),
+            ({"a": a, "b": b}, 4),
+        ],
+    )
+    assert policies(s, samples, [], samples[0].t, samples[-1].t)[0].money == 0
+
+
+def test_replicas_fit_per_node_not_in_the_sum_of_free_gpus() -> None:
+    # 2-GPU replicas, 1 GPU free on each node: 2 GPUs free in all, but no replica fits
+    tight = NodeSample(gpus=8, training_gpus=7)
+    s, samples = hand_day(
+        [{"name": "big", "price_per_hour": 5.0, "capacity": 8, "gpus": 2}],
+        [({"a": tight, "b": tight}, 1)] * 3,
+        gpus=2,
+    )
+    ideal = policies(s, samples, [], samples[0].t, samples[-1].t)[0]
+    assert ideal.money == pytest.approx(2 * 5.0) and ideal.gpu_hours == pytest.approx(2 * 2)
+
+
+def test_a_multi_gpu_instance_costs_its_full_price_for_a_one_gpu_replica() -> None:
+    # the only provider sells 8-GPU instances at $16/h: each 1-GPU replica out costs $16/h, not $2
+    full = NodeSample(gpus=8, training_gpus=8)
+    s, samples = hand_day(
+        [{"name": "eight", "price_per_hour": 16.0, "capacity": 4, "gpus": 8}],
+        [({"a": full, "b": full}, 2)] * 3,
+    )
+    ideal = policies(s, samples, [], samples[0].t, samples[-1].t)[0]
+    assert ideal.money == pytest.approx(2 * 2 * 16.0) and ideal.gpu_hours == pytest.approx(2 * 2 * 8)
+
+
+def test_nothing_is_bought_from_a_provider_in_an_outage_and_a_capacity_cut_spares_running_ones() -> None:
+    full = NodeSample(gpus=8, training_gpus=8)
+    s, samples = hand_day(
+        [
+            {"name": "cheap", "price_per_hour": 2.0, "capacity": 8},
+            {"name": "dear", "price_per_hour": 5.0, "capacity": 8},
+        ],
+        [
+            ({"a": full, "b": full}, 1),
+            ({"a": full, "b": full}, 2),
+            ({"a": full, "b": full}, 2),
+            ({"a": full, "b": full}, 0),
+        ],
+    )
+    actions = [
+        Action(T0 + 0.5, "capacity", "cheap", "", 0.0),  # sold out: the one running keeps its price
+        Action(T0 + 0.9, "outage-start", "dear"),  # and the other provider's API is down
+    ]
+    ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    # hours 0-2: one on cheap at $2; the second replica (hours 1-2) can be bought nowhere
+    assert ideal.money == pytest.approx(3 * 2.0)
+    assert ideal.unserved_replica_hours == pytest.approx(2.0)
