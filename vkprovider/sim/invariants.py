@@ -5,9 +5,9 @@ Per workload, over the sampled day (simulated minutes):
 
 - **short**: replica-minutes below the desired count (desired - Ready); reported, not a verdict;
 - **below the PDB floor**: minutes with fewer Ready replicas than the PDB allows, outside the
-  excuse windows. A window opens for the workloads an event touched (a scale action: that
-  workload; a training start or, through Kueue, an admission: the workloads that lost local
-  replicas right after it) and lasts one start-up plus the slack (``Scenario.excuse_seconds``).
+  excuse windows. A window opens for the workloads an event touched (a scale action or any rise
+  of the desired count, e.g. by an HPA: that workload; a training start or, through Kueue, an
+  admission: the workloads that lost local replicas right after it) and lasts one start-up plus the slack (``Scenario.excuse_seconds``).
   The return home is never excused: that is where PDB pacing must hold;
 - **lost**: short for longer than ``Scenario.lost_after`` (default: the excuse window);
 - **ghost-Ready**: replica-minutes of external pods Ready while no ledger entry of theirs was
@@ -135,9 +135,14 @@ def excuse_windows(
     s: Scenario, name: str, samples: list[Sample], actions: list[Action], admitted: tuple[float, ...]
 ) -> list[tuple[float, float, str]]:
     """(start, end, why) for the disruptions that touched workload ``name``: its own scale
-    actions, and training starts / admissions after which it lost local replicas."""
+    actions and any rise of its desired count (an HPA scales without an action), and training
+    starts / admissions after which it lost local replicas."""
     window = s.excuse_seconds
     out = [(a.t, a.t + window, "scaled") for a in actions if a.kind == "scale" and a.subject == name]
+    for before_sample, after_sample in itertools.pairwise(samples):  # an HPA scales without an action
+        was, now = before_sample.workloads.get(name), after_sample.workloads.get(name)
+        if was is not None and now is not None and now.desired > was.desired:
+            out.append((after_sample.t, after_sample.t + window, "desired rose"))
     starts = [(a.t, f"training {a.subject}") for a in actions if a.kind == "training-start"]
     starts += [(t, "admission") for t in admitted]
     for t0, why in starts:

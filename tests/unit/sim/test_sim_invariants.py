@@ -142,3 +142,15 @@ def test_a_sample_judges_pods_by_the_window_they_were_listed_in() -> None:
     inv = invariants(S, samples, [], {"cheap": entries}, [])
     assert inv.workloads[0].ghost_ready_replica_minutes == pytest.approx(1)  # at 2 s c0 is a ghost: 1.7 > 0.9
     assert inv.orphan_minutes == pytest.approx(1)  # from 2 s c1 bills and its pod was never listed
+
+
+def test_a_rise_of_the_desired_count_excuses_its_start_up_even_without_an_action() -> None:
+    samples = day([(4, 0)] * 6, [(2, 0)] * 6)
+    for x in samples[2:]:  # an HPA asks for 6 at 2 s; the new replicas are Ready after 2 samples
+        x.workloads["chat"].desired = 6
+    for x in samples[4:]:
+        x.workloads["chat"].ready_local = x.workloads["chat"].local = 6
+    inv = invariants(S, samples, [], {}, [])
+    assert [why for _, _, why in inv.workloads[0].excuses] == ["desired rose"]
+    assert inv.workloads[0].below_floor_minutes == pytest.approx(2)  # floor 5 with 6 desired, 4 Ready
+    assert inv.ok
