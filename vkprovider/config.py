@@ -44,6 +44,7 @@ from vkprovider.preflight import (
     url_fields,
 )
 from vkprovider.quota.config import QuotaConfig
+from vkprovider.traffic.config import TrafficConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -279,6 +280,7 @@ class Settings(BaseModel):
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     gate: GateConfig | None = None
     quota: QuotaConfig | None = None
+    traffic: TrafficConfig = TrafficConfig()
     log_json: bool = False
     log_level: str = "INFO"
 
