@@ -322,6 +322,27 @@ class Settings(BaseModel):
             raise FieldProblem(found)
         return value
 
+    @field_validator("traffic")
+    @classmethod
+    def _known_routable(cls, value: TrafficConfig, info: ValidationInfo) -> TrafficConfig:
+        """A typo in ``routable_pod_ip_providers`` would silently leave a provider unpublished."""
+        configured = info.data.get("providers")
+        if configured is None:
+            return value
+        names = {p.name for p in configured}
+        known = ", ".join(sorted(names)) or "none"
+        found = [
+            (
+                f"routable_pod_ip_providers.{i}",
+                f"no configured provider is named {name!r} (configured: {known})",
+            )
+            for i, name in enumerate(value.routable_pod_ip_providers)
+            if name not in names
+        ]
+        if found:
+            raise FieldProblem(found)
+        return value
+
     @model_validator(mode="after")
     def _kubelet_port_free(self, info: ValidationInfo) -> Settings:
         """The kubelet API listens on ``node.kubelet_port``: one already taken (a real kubelet on
