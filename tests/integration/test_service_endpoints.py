@@ -132,6 +132,21 @@ async def test_a_service_over_external_replicas_gets_their_addresses_and_mapped_
     for found in await eventually(controller_slice):
         assert not found.get("endpoints"), f"the controller published {found.get('endpoints')}"
 
+    # A restart rebuilds from the apiserver: every Service compared again, nothing rewritten.
+    versions = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in ours}
+    await vnode.restart()
+    kube = vnode.kube
+    assert kube is not None and vnode.controller is not None
+
+    async def compared() -> bool:
+        publisher = vnode.controller.term.publisher  # type: ignore[union-attr]
+        return publisher is not None and publisher.reconciles >= 3 and not publisher._dirty
+
+    await eventually(compared)
+    after = await _ours(kube, namespace, "infer") or []
+    assert {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in after} == versions
+    assert vnode.controller.term.publisher.writes == 0  # type: ignore[union-attr]
+
     headless = await eventually(lambda: _ours(kube, namespace, "infer-dns"))
     assert all(s["metadata"]["labels"].get("service.kubernetes.io/headless") == "" for s in headless)
     assert sum(len(s["endpoints"]) for s in headless) == 2
