@@ -26,8 +26,9 @@ lock:  ## re-resolve requirements.lock and requirements-image.lock from pyprojec
 	uv pip compile pyproject.toml --extra test --extra dev --python-version 3.11 -o requirements.lock
 	uv pip compile pyproject.toml deploy/image/build-backend.in --python-version 3.11 --python-platform linux --generate-hashes -c requirements.lock -o requirements-image.lock
 
-docs: install  ## regenerate docs/plugin-api.md from the plugin API (a test checks it is current)
+docs: install  ## regenerate docs/plugin-api.md and docs/configuration.md from the code (tests check they are current)
 	$(BIN)/python -m vkprovider.contract.apidoc docs/plugin-api.md
+	$(BIN)/python -m vkprovider.config_doc docs/configuration.md
 
 # The Go starter's generated messages (sdk/go/README.md): pinned protoc-gen-go + grpcio-tools' protoc.
 GO_MODULE := github.com/vkprovider/vkprovider/sdk/go

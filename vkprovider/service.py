@@ -23,11 +23,13 @@ from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
+from vkprovider.gate.claim import default_identity
+from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
 from vkprovider.http.kubelet import create_kubelet_app, server_tls
-from vkprovider.http.kubelet_cert import keep_renewed, request_serving_cert
+from vkprovider.http.kubelet_cert import keep_renewed, serving_pair
 from vkprovider.http.log_caps import LogStreamCaps
 from vkprovider.http.pacing import RefusalPacer
 from vkprovider.http.reviews import ReviewBudget
@@ -94,7 +96,7 @@ class Service:
             self.placer = Placer(self.providers, s.placement)
             await self.placer.refresh()
             if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
-                self.gate = Gate(self.kube, s.gate, s.node.name)
+                self.gate = Gate(self.kube, s.gate, s.node.name, identity=self._gate_identity())
                 await self.gate.preflight()
             if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
                 await quota_term.preflight(self.kube, s.quota)
@@ -105,6 +107,10 @@ class Service:
                 self.placer,
                 pods=self._bound_pods,
                 heartbeat=self.heartbeat,
+                # the capacity gate's taint, removed once no gate renews its heartbeat (also
+                # for a standalone gate, whose section may be absent here: then the defaults)
+                gate_taint_key=(s.gate or GateConfig()).taint.key,
+                gate_timeout_seconds=(s.gate or GateConfig()).signal_timeout_seconds,
             )
             self.controller = PodController(
                 self.kube,
@@ -220,12 +226,13 @@ class Service:
         log.info("kubelet API on %s", self.kubelet.url)
 
     async def _kubelet_via_csr(self) -> None:
-        """Obtain the serving cert through a CSR, serve, and keep it renewed (supervised)."""
+        """Obtain the serving cert through a CSR (or reuse a valid one in ``cert_dir``), serve,
+        and keep it renewed (supervised)."""
         s = self.settings
         assert self.kube is not None
         directory = Path(s.kubelet.cert_dir or tempfile.mkdtemp(prefix="vkprovider-kubelet-"))
         addresses = [s.node.internal_ip]
-        pair = await request_serving_cert(self.kube, s.node.name, addresses, directory)
+        pair = await serving_pair(self.kube, s.node.name, addresses, directory)
         tls = server_tls(str(pair.cert), str(pair.key), s.kubelet.client_ca_file)
         if self.kubelet is None:
             await self._serve_kubelet(tls)
@@ -289,6 +296,15 @@ class Service:
         if self.controller is not None:
             self.controller.elector = elector  # /readyz tells a standby from a leader
         await elector.run(self._act)
+
+    def _gate_identity(self) -> str:
+        """Who owns the gate taint: the leader-election Lease (any leader of it is the same
+        owner, so a failover takes over at once), else this host's ``serve``."""
+        s = self.settings
+        if s.leader_election.enabled:
+            lease = s.leader_election.lease_name or f"vkprovider-{s.node.name}"
+            return f"lease:{s.leader_election.namespace}/{lease}"
+        return default_identity("serve")
 
     async def _act(self) -> None:
         """One leadership term (or the whole run without election). Everything here may run

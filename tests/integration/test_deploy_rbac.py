@@ -63,6 +63,9 @@ KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     ("create", "discovery.k8s.io", "endpointslices"): "publish an external replica a Service selects",
     ("update", "discovery.k8s.io", "endpointslices"): "an endpoint's readiness or route changes",
     ("delete", "discovery.k8s.io", "endpointslices"): "the last replica of a slice goes away",
+    ("get", "", "nodes/proxy"): "the admin API's /state for `kubectl exec <leader> -- vkprovider status`: "
+    "checked by the service's own SubjectAccessReview, never a request of the service to the apiserver",
+    ("create", "", "nodes/proxy"): "the admin API's POST /explain, likewise",
 }
 #: The served namespaces' role (deploy/base/clusterrole.yaml), bound per namespace by overlays.
 NAMESPACE_ROLE = "vkprovider-namespace"
@@ -83,8 +86,13 @@ def gate_section() -> JSON | None:
 
 def served_kustomization(directory: Path) -> Path:
     """The base plus the components this run's config needs (the gate's kube signal, when this
-    build has the gate): what an operator applies for the same config."""
+    build has the gate; the kubelet serving CSR, which the shipped overlays ask for): what an
+    operator applies for the same config."""
     components = [rendering.DEPLOY / "components" / "gate-kube-signal"] if gate_section() is not None else []
+    if (rendering.service_config(rendering.objects(rendering.render("demo"))).get("kubelet") or {}).get(
+        "csr"
+    ):
+        components.append(rendering.DEPLOY / "components" / "kubelet-csr")
     directory.mkdir(exist_ok=True)
     (directory / "kustomization.yaml").write_text(rendering.with_components(directory, *components))
     return directory
@@ -161,7 +169,12 @@ async def test_can_i_as_the_service_account(applied: Cluster) -> None:
     assert not can("get", "configmaps", "-n", "kube-public")
     assert can("patch", "pods", "-n", "inference") and not can("patch", "pods", "-n", "kube-system")
     assert can("patch", "pods", "--subresource=status", "-n", "kube-system")  # status anywhere
-    assert not can("list", "nodes") and not can("create", "certificatesigningrequests")  # components
+    assert not can("list", "nodes")  # the gate's component
+    # The shipped overlays add deploy/components/kubelet-csr: create and read back its CSR, never
+    # approve or sign one.
+    assert can("create", "certificatesigningrequests") and not can(
+        "update", "certificatesigningrequests/approval"
+    )
     assert not can("patch", f"nodes/{applied.gpu_nodes[0]}")
     assert can("patch", f"nodes/{NODE}")
     assert not can("delete", f"nodes/{NODE}")
@@ -218,6 +231,9 @@ def deployed_config(path: Path, cloud_url: str) -> Path:
     gate = gate_section()
     if gate is not None:
         config["gate"] = gate
+    if "kubelet" in config:  # the CSR is posted (its rights used), never approved here
+        config["kubelet"]["cert_dir"] = str(path.parent / "kubelet")
+        config["node"]["kubelet_port"] = free_port()
     path.write_text(yaml.safe_dump(config))
     return path
 

@@ -45,7 +45,7 @@ async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
     await client.close()
 
 
-def write_config(tmp_path: Path, node: str, cloud_url: str, gate: dict[str, Any]) -> Path:
+def write_config(tmp_path: Path, node: str, cloud_url: str, gate: dict[str, Any] | None) -> Path:
     config = {
         "node": {"name": node, "lease_renew_seconds": 1, "status_update_seconds": 2, "probe_seconds": 1},
         "pods": {"drain_timeout_seconds": 2},

@@ -1,5 +1,6 @@
 """The gate's taint writes against a real apiserver: another writer's taint survives every flip
-(even racing it), and stopping the gate - cleanly or by crash - leaves the taint where it is."""
+(even racing it), and stopping the gate - cleanly or by crash - does not itself remove the taint
+(the node agent does, once the gate's heartbeat is stale: test_gate_liveness.py)."""
 
 from __future__ import annotations
 

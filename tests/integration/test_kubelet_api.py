@@ -16,6 +16,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from vkprovider_fakecloud.config import parse_config
 from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.support import eventually
+from vkprovider.cli import main
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.build import Toolchain
@@ -340,9 +342,13 @@ def test_kubelet_networks_are_distinct_and_removed_without_a_trace() -> None:
     assert f"{first.host_link}@" not in links and f"{second.host_link}@" not in links
 
 
-async def test_serving_certificate_from_a_kubelet_serving_csr(cluster: Cluster, namespace: str) -> None:
-    """``kubelet.csr``: the service asks for its serving cert; once approved and signed by the
-    controller-manager it serves with it, and the apiserver (which verifies it) proxies to it."""
+async def test_serving_certificate_from_a_kubelet_serving_csr(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """``kubelet.csr``: the service asks for its serving cert; ``vkprovider approve-csr`` approves
+    it (the node's name, SANs and requester checked), the controller-manager signs it, the service
+    serves with it and the apiserver (which verifies it) proxies to it. Restarted with the same
+    ``cert_dir``, the service serves again with the same pair and posts no new CSR."""
     net = cluster.kubelet_net
     if net is None:
         pytest.skip("no kubelet network namespace")
@@ -354,42 +360,56 @@ async def test_serving_certificate_from_a_kubelet_serving_csr(cluster: Cluster, 
             kube={"kubeconfig": str(cluster.kubeconfig)},
             pods={"drain_timeout_seconds": 1},
             http={"admin_port": 0},
-            kubelet={"csr": True, "client_ca_file": str(cluster.ca_cert)},
+            kubelet={
+                "csr": True,
+                "client_ca_file": str(cluster.ca_cert),
+                "cert_dir": str(tmp_path / "certs"),
+            },
             providers=[{"name": "c", "adapter": "fakecloud", "settings": {"url": server.url}}],
         )
-        service = Service(settings)
-        task = asyncio.create_task(service.run())
-        try:
-            async with cluster.http() as admin:
+        async with cluster.http() as admin:
 
-                async def pending_csr() -> JSON | None:
-                    resp = await admin.get(
-                        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
-                        params={"labelSelector": f"vkprovider.io/node-name={name}"},
-                    )
-                    items = resp.json()["items"]
-                    return items[0] if items else None
+            async def csrs() -> list[JSON]:
+                resp = await admin.get(
+                    "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+                    params={"labelSelector": f"vkprovider.io/node-name={name}"},
+                )
+                items: list[JSON] = resp.json()["items"]
+                return items
 
-                csr = await eventually(pending_csr, timeout=60)
-                assert csr["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
-                assert service.kubelet is None  # nothing served before the certificate exists
-                csr["status"] = {
-                    "conditions": [{"type": "Approved", "status": "True", "reason": "Test", "message": "ok"}]
-                }
-                url = f"/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr['metadata']['name']}/approval"
-                (await admin.put(url, json=csr)).raise_for_status()
+            async def pending_csr() -> JSON | None:
+                items = await csrs()
+                return items[0] if items else None
 
-                async def serving() -> bool:
-                    if task.done():
-                        task.result()
-                    return service.kubelet is not None
+            for run in ("first start", "restart"):
+                service = Service(settings)
+                task = asyncio.create_task(service.run())
+                try:
+                    if run == "first start":
+                        csr = await eventually(pending_csr, timeout=60)
+                        assert csr["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+                        assert service.kubelet is None  # nothing served before the certificate exists
+                        # A wrong requester is left pending; the service's own is approved.
+                        approve = ["approve-csr", "--kubeconfig", str(cluster.kubeconfig), "--node", name]
+                        approve += ["--pod-selector", "app=none", "--ip", net.host_ip]
+                        assert await asyncio.to_thread(main, [*approve, "--requester", "someone-else"]) == 1
+                        requester = ["--requester", csr["spec"]["username"]]
+                        assert await asyncio.to_thread(main, [*approve, *requester]) == 0
 
-                await eventually(serving, timeout=60)
-            verified = ssl.create_default_context(cafile=str(cluster.ca_cert))
-            async with httpx.AsyncClient(base_url=f"https://{net.host_ip}:{port}", verify=verified) as c:
-                assert (await c.get("/healthz")).status_code == 401  # TLS verified; no credentials
-            proxied = await kubectl(cluster, "get", "--raw", f"/api/v1/nodes/{name}/proxy/healthz")
-            assert proxied.returncode == 0 and proxied.stdout.strip() == "ok", proxied.stderr
-        finally:
-            service.stopping.set()
-            await asyncio.wait_for(task, 30)
+                    async def serving(service: Service = service, task: asyncio.Task[None] = task) -> bool:
+                        if task.done():
+                            task.result()
+                        return service.kubelet is not None
+
+                    await eventually(serving, timeout=60)
+                    verified = ssl.create_default_context(cafile=str(cluster.ca_cert))
+                    async with httpx.AsyncClient(
+                        base_url=f"https://{net.host_ip}:{port}", verify=verified
+                    ) as c:
+                        assert (await c.get("/healthz")).status_code == 401  # TLS verified; no credentials
+                    proxied = await kubectl(cluster, "get", "--raw", f"/api/v1/nodes/{name}/proxy/healthz")
+                    assert proxied.returncode == 0 and proxied.stdout.strip() == "ok", proxied.stderr
+                finally:
+                    service.stopping.set()
+                    await asyncio.wait_for(task, 30)
+            assert len(await csrs()) == 1  # the restart reused the pair in cert_dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -269,7 +270,8 @@ async def patch_node(client: httpx.AsyncClient, name: str, patch: JSON, subresou
 async def test_sync_sets_quota_to_the_healthy_local_nodes(
     kcluster: Cluster, client: httpx.AsyncClient, sync: QuotaSync
 ) -> None:
-    assert await gpu_quota(client) == 16  # deploy/kueue's starting point
+    # The sync starts with the fixture, so it may already have written 24 by the time the test
+    # reads: deploy/kueue's starting point (16) is proven by the Event's "from" value instead.
     await eventually(lambda: quota_is(client, 24), timeout=60)  # 3 kwok nodes x 8
     synced = await eventually(lambda: events(client, "QuotaSynced"))
     assert "nvidia.com/gpu 16->24" in synced[0]["message"]
@@ -375,27 +377,33 @@ async def test_a_lost_node_lowers_the_quota_below_use_and_holds_the_queue_until_
     running_job = await submit(client, "train-d", pods=4, run_for="1h")  # 16 GPUs
     await eventually(lambda: running(client, running_job, 4), timeout=90)
     cordoned = kcluster.gpu_nodes[1:]
-    for node in cordoned:
-        await patch_node(client, node, {"spec": {"unschedulable": True}})
-    await eventually(lambda: quota_is(client, 8), timeout=SYNC_SECONDS * 15)
-    cq = await eventually(lambda: held(client), timeout=60)
-    assert kueue_active(cq)["reason"] == "Stopped"  # type: ignore[index]
-    message = await eventually(
-        lambda: _with(events(client, "QuotaHold"), "admitted workloads use 16"), timeout=30
-    )
-    assert "its share 8), the healthy nodes offer 8" in message
-    assert await admitted(client, running_job) and await running(client, running_job, 4)  # runs on
-    print(
-        f"[kueue quota] cordon 2 of 3 under 16 GPUs of running training: 24 -> 8, {message}", file=sys.stderr
-    )
+    try:
+        for node in cordoned:
+            await patch_node(client, node, {"spec": {"unschedulable": True}})
+        await eventually(lambda: quota_is(client, 8), timeout=SYNC_SECONDS * 15)
+        cq = await eventually(lambda: held(client), timeout=60)
+        assert kueue_active(cq)["reason"] == "Stopped"  # type: ignore[index]
+        message = await eventually(
+            lambda: _with(events(client, "QuotaHold"), "its share 8), the healthy nodes offer 8"), timeout=30
+        )
+        # The figure is Kueue's ClusterQueue usage when the hold began, which Kueue updates in the
+        # background: an earlier gang's release can still be in it on a loaded machine.
+        used = re.search(r"admitted workloads use (\d+) \(this queue (\d+)", message)
+        assert used and int(used[1]) >= 16 and used[1] == used[2], message
+        assert await admitted(client, running_job) and await running(client, running_job, 4)  # runs on
+        print(
+            f"[kueue quota] cordon 2 of 3 under 16 GPUs of running training: 24 -> 8, {message}",
+            file=sys.stderr,
+        )
 
-    await finish_pods(client, running_job)
-    await eventually(lambda: complete(client, running_job), timeout=90)
-    await eventually(lambda: released(client), timeout=60)
-    assert await eventually(lambda: events(client, "QuotaReleased"), timeout=30)
-    print("[kueue quota] training finished: hold lifted (stopPolicy None)", file=sys.stderr)
-    for node in cordoned:
-        await patch_node(client, node, {"spec": {"unschedulable": None}})
+        await finish_pods(client, running_job)
+        await eventually(lambda: complete(client, running_job), timeout=90)
+        await eventually(lambda: released(client), timeout=60)
+        assert await eventually(lambda: events(client, "QuotaReleased"), timeout=30)
+        print("[kueue quota] training finished: hold lifted (stopPolicy None)", file=sys.stderr)
+    finally:  # the later tests of this module share the nodes
+        for node in cordoned:
+            await patch_node(client, node, {"spec": {"unschedulable": None}})
     await eventually(lambda: quota_is(client, 24), timeout=60)
 
 

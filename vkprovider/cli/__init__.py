@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from vkprovider.errors import VkProviderError
 
 #: Subcommand modules under ``vkprovider.cli``; add a module here to add a subcommand.
-COMMAND_MODULES: tuple[str, ...] = ("serve", "status", "plugin", "fakecloud", "explain", "gate", "quota")
+COMMAND_MODULES: tuple[str, ...] = (
+    "serve",
+    "status",
+    "plugin",
+    "fakecloud",
+    "explain",
+    "gate",
+    "quota",
+    "uninstall_check",
+    "approve_csr",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

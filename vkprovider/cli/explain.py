@@ -6,7 +6,13 @@ Nothing is deployed. Placement only needs the pod's resources and annotations, s
 volumes and pull secrets are dropped before translation (``vkprovider.http.explain``, shared with
 the admin endpoint): a dry run needs no cluster access.
 
-Exit codes: 0 a provider would take the pod, 1 no provider would, 2 bad input or config.
+With ``--admin URL`` (repeatable, one per replica) the running service answers instead, from its
+own live catalog (``POST /explain?refresh=true`` on the leader; token flags as for ``vkprovider
+status``, :mod:`vkprovider.cli.admin_client`; the token's user needs ``create`` on
+``nodes/<node>/proxy``).
+
+Exit codes: 0 a provider would take the pod, 1 no provider would (or the admin API did not
+answer or refused), 2 bad input or config, 3 only standby replicas answered.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from vkprovider.cli import admin_client
+from vkprovider.cli.admin_client import AdminApiError
 from vkprovider.errors import ConfigError, InvalidRequest
 from vkprovider.http.explain import check_pod, pod_request_context
 from vkprovider.placement import Decision, PlacementConfig, Placer
@@ -36,6 +44,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--node-name", default=None, help="virtual node name (default: from config)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON instead of a table")
     parser.add_argument("--max-rejections", type=int, default=50, help="filtered-out offers to list")
+    admin_client.add_arguments(parser, config=False)
     parser.set_defaults(handler=run)
 
 
@@ -109,7 +118,33 @@ def _with_pod_name(table: str, decision: Decision, pod: Mapping[str, Any]) -> st
     return heading + sep + rest
 
 
+def _run_remote(args: argparse.Namespace) -> int:
+    """Ask the running leader (its live catalog) instead of building the providers here."""
+    pod = load_pod(args.filename)
+    try:
+        creds = admin_client.credentials(args)
+        view = admin_client.leader_state(admin_client.admin_urls(args), creds, args.timeout)
+        answer = admin_client.request(
+            view.url, "POST", "/explain?refresh=true", creds, args.timeout, body=pod
+        )
+    except AdminApiError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    decision = answer.get("decision") or {}
+    if args.json:
+        print(json.dumps(decision, indent=2))
+    else:
+        print(
+            str(answer.get("table", "")).replace(
+                f"decision for pod {decision.get('uid')}", f"decision for pod {pod_label(pod)}", 1
+            )
+        )
+    return 0 if decision.get("candidates") else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.admin:
+        return _run_remote(args)
     from vkprovider import logs
 
     logs.configure("ERROR")  # provider failures are part of the output below, not log noise

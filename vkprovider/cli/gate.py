@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
 
 async def run_gate(settings: Settings) -> None:
     """Connect, check the config against the cluster, then run (leader-elected if configured)."""
+    from vkprovider.gate.claim import default_identity
     from vkprovider.gate.loop import Gate  # heavy imports only for this command
     from vkprovider.kube.client import KubeClient
     from vkprovider.kube.leader import LeaderElector
@@ -45,15 +46,17 @@ async def run_gate(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        gate = Gate(kube, settings.gate, settings.node.name)
+        election = settings.leader_election
+        name = f"{election.lease_name or f'vkprovider-{settings.node.name}'}-gate"
+        # the taint's owner: this command's Lease (any leader of it), else this host's gate
+        identity = f"lease:{election.namespace}/{name}" if election.enabled else default_identity("gate")
+        gate = Gate(kube, settings.gate, settings.node.name, identity=identity)
         await gate.preflight()
 
         async def lead() -> None:
             await supervise("gate", gate.run)
 
-        election = settings.leader_election
         if election.enabled:
-            name = f"{election.lease_name or f'vkprovider-{settings.node.name}'}-gate"
             main = LeaderElector(kube, election.namespace, name, election.identity).run(lead)
         else:
             main = lead()

@@ -1,12 +1,15 @@
 """``vkprovider status``: what the running service knows, as tables (or ``--json``).
 
-Reads ``GET /state`` from the admin API (``--admin URL``, or the ``http`` section of
-``--config FILE``; default ``http://127.0.0.1:10255``). Nothing here talks to a provider or the
-Kubernetes API, so it works during an outage: providers with health, breaker and catalog age;
-pods per provider; spend per provider and namespace (money per hour, after discounts); blocklist
-entries with their expiry; the queue.
+Reads ``GET /state`` from the admin API (``--admin URL``, repeatable for each replica, or the
+``http`` section of ``--config FILE``; default ``http://127.0.0.1:10255``), with a bearer token
+(``--token``, ``--token-file``, else the pod's ServiceAccount token when mounted:
+:mod:`vkprovider.cli.admin_client`). Only the leader's answer is shown: a standby says it is one
+and who leads. Nothing here talks to a provider or the Kubernetes API, so it works during an
+outage: providers with health, breaker and catalog age; pods per provider; spend per provider and
+namespace (money per hour, after discounts); blocklist entries with their expiry; the queue.
 
-Exit codes: 0 shown, 1 the admin API did not answer, 2 bad config.
+Exit codes: 0 shown, 1 the admin API did not answer or refused, 2 bad config or token file,
+3 only standby replicas answered (the message names the leader).
 """
 
 from __future__ import annotations
@@ -16,49 +19,34 @@ import json
 import sys
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
-DEFAULT_ADMIN = "http://127.0.0.1:10255"
+from vkprovider.cli import admin_client
+from vkprovider.cli.admin_client import AdminApiError
+
 JSON = dict[str, Any]
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("status", help="the running service's providers, pods, spend and queue")
-    parser.add_argument("--admin", help=f"admin API base URL (default: from --config, else {DEFAULT_ADMIN})")
-    parser.add_argument("--config", help="service config file: read the admin address from its http section")
+    admin_client.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the raw state as JSON")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the admin API")
     parser.set_defaults(handler=run)
 
 
-def admin_url(args: argparse.Namespace) -> str:
-    if args.admin:
-        return str(args.admin).rstrip("/")
-    if args.config:
-        from vkprovider.config import load_settings
-
-        http = load_settings(args.config).http
-        host = "127.0.0.1" if http.admin_host in ("0.0.0.0", "::", "") else http.admin_host
-        return f"http://{host}:{http.admin_port}"
-    return DEFAULT_ADMIN
-
-
-def fetch_state(url: str, timeout: float) -> JSON:
-    resp = httpx.get(f"{url}/state", timeout=timeout)
-    resp.raise_for_status()
-    state: JSON = resp.json()
-    return state
-
-
 def run(args: argparse.Namespace) -> int:
-    url = admin_url(args)
     try:
-        state = fetch_state(url, args.timeout)
-    except (httpx.HTTPError, ValueError) as exc:
-        print(f"error: the admin API at {url} did not answer: {exc}", file=sys.stderr)
-        return 1
+        creds = admin_client.credentials(args)
+        view = admin_client.leader_state(admin_client.admin_urls(args), creds, args.timeout)
+    except AdminApiError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for url, leader in view.standbys.items():
+        print(f"{url}: a standby (the leader is {leader or 'not known yet'})", file=sys.stderr)
+    for url, why in view.failures.items():
+        print(f"{url}: {why}", file=sys.stderr)
+    state = view.state
     if args.json:
         print(json.dumps(state, indent=2, sort_keys=True))
         return 0
@@ -80,7 +68,7 @@ def render(state: JSON, console: Console) -> None:
     breaker = "[bold red]OPEN[/] (no new placements)" if state.get("breaker_open") else "closed"
     queue = state.get("queue") or {}
     console.print(
-        f"node [bold]{state.get('node')}[/]  breaker {breaker}  pods {state.get('pods')}  "
+        f"node [bold]{state.get('node')}[/] ({state.get('role') or 'leader'})  breaker {breaker}  pods {state.get('pods')}  "
         f"deployments {state.get('deployments')}  queue {queue.get('waiting', 0)} waiting / "
         f"{queue.get('busy', 0)} busy / {queue.get('unplaced_pods', 0)} unplaced  "
         f"orphans deleted {state.get('orphans_deleted', 0)}"

@@ -25,6 +25,16 @@ def _export_line(cluster: Cluster) -> str:
 async def _up(name: str, nodes: int, with_metrics_server: bool = False) -> int:
     existing = Cluster.load(run_root() / name)
     if existing is not None and existing.running():
+        if with_metrics_server:
+            # metrics-server is started with its cluster (and stopped with it): saying nothing
+            # here once left people waiting for `kubectl top` on a cluster without it.
+            print(
+                f"error: cluster {name!r} is already running, and --metrics-server starts metrics-server "
+                "only with a new cluster: stop it first (make cluster-down), then run "
+                ".venv/bin/python -m vkprovider.devcluster up --metrics-server",
+                file=sys.stderr,
+            )
+            return 2
         print(f"cluster {name!r} is already running", file=sys.stderr)
         print(_export_line(existing))
         return 0

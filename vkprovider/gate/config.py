@@ -21,7 +21,8 @@ class _Section(BaseModel):
 
 class TaintConfig(_Section):
     """The one taint the gate owns. ``NoExecute`` is refused: it would evict every external pod
-    at once, the failure the gradual return (descheduler + PDB) exists to prevent."""
+    at once, the failure the gradual return (descheduler + PDB) exists to prevent.
+    ``PreferNoSchedule`` is refused too: the Descheduler's taint plugin ignores it."""
 
     key: str = Field(default="local-capacity", min_length=1, max_length=316)
     value: str = Field(default="available", max_length=63)
@@ -35,8 +36,13 @@ class TaintConfig(_Section):
                 "NoExecute would evict every pod on the virtual node at once; use NoSchedule "
                 "(the descheduler brings pods home gradually)"
             )
-        if effect not in ("NoSchedule", "PreferNoSchedule"):
-            raise ValueError(f"unknown taint effect {effect!r}; use NoSchedule or PreferNoSchedule")
+        if effect == "PreferNoSchedule":
+            raise ValueError(
+                "PreferNoSchedule is ignored by the Descheduler's RemovePodsViolatingNodeTaints "
+                "(it evicts only for NoSchedule), so nothing would come home; use NoSchedule"
+            )
+        if effect != "NoSchedule":
+            raise ValueError(f"unknown taint effect {effect!r}; use NoSchedule")
         return effect
 
     def as_taint(self) -> dict[str, str]:
@@ -111,6 +117,19 @@ class GateConfig(_Section):
     untaint_on_pending: bool = Field(
         default=True,
         description="untaint at once while pods that tolerate the virtual node are unschedulable",
+    )
+    pending_hold_max_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="one Pending pod holds the taint off at most this long; then it is ignored "
+        "(with an Event naming it)",
+    )
+    identity: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="who owns the node's taint (its heartbeat's owner); unset: the leader-election "
+        "Lease when enabled, else <host>/serve or <host>/gate",
     )
     dry_run: bool = False
 

@@ -34,12 +34,10 @@ class KubeSignal:
         self._tolerations = [t.model_dump() for t in config.tolerations]
 
     async def start(self) -> None:
-        """Refuse a selector that matches no node: a typo would read as 0 free GPUs forever."""
-        await self._view.wait_synced()
-        if not self.local_nodes():
-            raise ConfigError(
-                f"gate.signal.kube.node_selector: {self._config.node_selector!r} matches no node"
-            )
+        """Nothing to wait for: a typo'd selector is refused at start-up (``Gate.preflight``);
+        one that matches nothing later (nodes gone, caches never synced) is "signal
+        unavailable" on every read, so the decision fails open instead of the term sticking."""
+        return None
 
     async def close(self) -> None:
         return None
@@ -63,6 +61,11 @@ class KubeSignal:
         resource = self._config.gpu_resource
         free: dict[str, float] = {}
         local = self.local_nodes()
+        if not local:
+            raise SignalUnavailable(
+                "no_nodes",
+                f"kube signal: gate.signal.kube.node_selector {self._config.node_selector!r} matches no node",
+            )
         local_names = {n["metadata"]["name"] for n in local}
         for node in local:
             if self._usable(node):

@@ -2,8 +2,9 @@
 
 Everything that belongs to a leadership term (informer caches, hysteresis timers) is built
 fresh in ``run()``, so a new leader starts from the node's real state. Stopping or crashing
-never touches the taint: the node keeps whatever the last decision wrote, and the next run
-adopts it. A taint of ours that disappears (node recreated, someone removed it) is re-asserted.
+does not touch the taint: the next run adopts it, and if none comes the node agent removes it
+once the gate's heartbeat is stale (``claim.py``). A taint of ours that disappears (node
+recreated, someone removed it without pausing the gate) is re-asserted.
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ from typing import Any
 
 from vkprovider.errors import ConfigError
 from vkprovider.gate import metrics
+from vkprovider.gate.claim import Claim, Standing, default_identity
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action, Decider, Decision, Observation
 from vkprovider.gate.kube_signal import KubeSignal
-from vkprovider.gate.pending import blocked_by_gate, preempting
+from vkprovider.gate.pending import blocking_pods, pod_key, preempting
+from vkprovider.gate.pending_hold import HoldCeiling
 from vkprovider.gate.prom_signal import PrometheusSignal
 from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
 from vkprovider.gate.taint import TaintWriter, has_taint
 from vkprovider.gate.view import ClusterView
-from vkprovider.kube.client import KubeClient
+from vkprovider.kube import resources
+from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.errors import KubeError
 from vkprovider.kube.events import EventRecorder, EventType
 
@@ -48,6 +52,8 @@ class Gate:
         *,
         clock: Callable[[], float] = time.monotonic,
         signal_factory: Callable[[GateConfig, ClusterView], Signal] = build_signal,
+        identity: str | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -57,11 +63,20 @@ class Gate:
         self.writer = TaintWriter(kube, node_name, config.taint)
         self.events = EventRecorder(kube, component="vkprovider-gate", host=node_name)
         self.decider = Decider(config)
+        self.claim = Claim(
+            kube,
+            node_name,
+            identity=config.identity or identity or default_identity("serve"),
+            taint_key=config.taint.key,
+            signal_timeout_seconds=config.signal_timeout_seconds,
+            wall=wall,
+        )
         self.view: ClusterView | None = None
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.last_error = ""
         self.blocked: list[str] = []
+        self.holds = HoldCeiling(config.pending_hold_max_seconds)
         self.flips: list[dict[str, Any]] = []  #: recent flips, newest last (for /state)
         self.running = False
         self._waiting_for_node = False
@@ -95,7 +110,8 @@ class Gate:
         self.running = True
         metrics.STATE.start()
         try:
-            await view.wait_synced()
+            # No wait for the caches: until they sync the signal is unavailable, and a taint
+            # held that long is removed (fail open) instead of staying for a stuck term.
             await signal.start()
             log.info(
                 "gate running on node %s (signal %s%s)",
@@ -123,6 +139,11 @@ class Gate:
 
     async def _read(self, signal: Signal) -> Reading | None:
         try:
+            if self.view is not None and not self.view.synced:
+                # the Pending and preemption rules need every pod: no decision on a partial view
+                raise SignalUnavailable(
+                    "not_synced", "the gate's node/pod caches have not synced (can it list and watch pods?)"
+                )
             reading = await signal.read()
         except SignalUnavailable as exc:
             metrics.SIGNAL_ERRORS.labels(exc.kind).inc()
@@ -139,13 +160,23 @@ class Gate:
         """One reading, one decision, at most one write."""
         assert self.view is not None
         now = self._clock()
-        node = self.view.node(self.node_name)
+        node = await self._node()
+        if not self.config.dry_run:  # the claim: paused, or another gate's, means no writes
+            verdict = await self.claim.check(node, self.events)
+            if verdict.standing is not Standing.OWNER:
+                self.decider.tainted = None  # re-adopt the node's state once it is ours again
+                self.last_decision = Decision(Action.HOLD, verdict.reason, verdict.message)
+                return self.last_decision
         observed = has_taint(node, self.config.taint)
         if self.decider.tainted is None:
             self.decider.tainted = observed
+            ago = self.claim.adopted_flip(node)  # min_flip_interval holds across terms
+            if ago is not None:
+                self.decider.last_flip_at = now - ago
         reading = await self._read(signal)
         pods = list(self.view.all_pods())
-        self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
+        blocking = blocking_pods(pods, node, self.config.taint) if node else []
+        self.blocked = [pod_key(p) for p in await self.holds.admit(blocking, now, self.events)]
         metrics.STATE.set("pending_blocked_pods", len(self.blocked))
         decision = self.decider.decide(
             Observation(
@@ -189,6 +220,9 @@ class Gate:
                 return
             log.info("gate: %s node %s: %s", verb, self.node_name, decision.message)
         self.decider.flipped(present, now)
+        if not self.config.dry_run:
+            self.claim.flipped()
+            await self.claim.renew(node, force=True)
         direction = "taint" if present else "untaint"
         metrics.FLIPS.labels(direction).inc()
         self.flips = [
@@ -211,6 +245,18 @@ class Gate:
                 "uid": node["metadata"]["uid"],
             }
             await self.events.record(involved, kind, decision.reason, decision.message)
+
+    async def _node(self) -> JSON | None:
+        """The virtual node: from the informer once it synced, else one GET (so a gate whose
+        caches never sync still judges its claim and can fail open)."""
+        assert self.view is not None
+        if self.view.nodes_synced:
+            return self.view.node(self.node_name)
+        try:
+            return await resources.get_node(self.kube, self.node_name)
+        except KubeError as exc:
+            log.warning("gate: cannot read node %s: %s", self.node_name, exc)
+            return None
 
     async def _reassert(self) -> None:
         want = bool(self.decider.tainted)

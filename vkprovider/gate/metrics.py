@@ -18,6 +18,8 @@ _STATE_HELP = {
     "free_gpus": "Free local GPUs, as the signal last read them",
     "signal_up": "1 when the last signal reading succeeded",
     "pending_blocked_pods": "Unschedulable pods that only the gate's taint keeps out",
+    "owner_conflict": "1 while another gate's fresh heartbeat owns the node's taint (this one writes nothing)",
+    "paused": "1 while the node carries vkprovider.io/gate-paused (the operator owns the taint)",
 }
 
 

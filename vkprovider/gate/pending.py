@@ -1,19 +1,31 @@
 """The "pods Pending → untaint at once" rule: which unschedulable pods the taint is keeping out.
 
-A pod counts when the scheduler gave up on it (``PodScheduled=False``, reason
-``Unschedulable``), it is not waiting on a preemption (no ``nominatedNodeName``), and the only
-thing between it and the virtual node is the gate's taint: it tolerates every other
-NoSchedule/NoExecute taint there, does not tolerate ours, and its node selector and required
-node affinity admit the virtual node. Training pods (which do not tolerate the virtual node)
-therefore never count, so preemption does not trip the rule.
+A pod counts only when the gate's taint is really what keeps it off the virtual node — every
+other reason the scheduler would refuse the node rules it out, because untainting for a pod the
+node cannot take anyway switches the return off for nothing:
+
+* the scheduler gave up on it (``PodScheduled=False``, reason ``Unschedulable``), it is not
+  waiting on a preemption (no ``nominatedNodeName``), and no DaemonSet owns it (a DaemonSet pod
+  is pinned to one node by ``matchFields``; it is never a burst candidate);
+* it tolerates every other NoSchedule/NoExecute taint of the virtual node, and not ours;
+* its ``nodeSelector`` and required node affinity admit the virtual node, with the API's
+  semantics: terms are ORed, an empty (or null) term matches nothing, ``matchFields`` matches
+  ``metadata.name``;
+* its demand fits what the virtual node has left (``vkprovider/gate/fit.py``): a 16-GPU pod
+  on a node that offers 8 is not the gate's business.
+
+Training pods (which do not tolerate the virtual node) therefore never count, so preemption
+does not trip the rule. How long one pod may hold the taint off is capped
+(``vkprovider/gate/pending_hold.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from vkprovider.gate.config import TaintConfig
+from vkprovider.gate.fit import Room
 from vkprovider.gate.selector import tolerates
 from vkprovider.gate.taint import is_ours
 
@@ -30,61 +42,102 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    for expr in term.get("matchExpressions") or []:
-        key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
+def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            have, want = int(value or ""), int(values[0])
+        except (ValueError, IndexError):
             return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-        if op in ("Gt", "Lt"):
-            try:
-                have, want = int(labels[key]), int(values[0])
-            except (KeyError, ValueError, IndexError):
-                return False
-            if (op == "Gt" and not have > want) or (op == "Lt" and not have < want):
-                return False
-    return True
+        return have > want if op == "Gt" else have < want
+    return False  # an operator the API would not accept
+
+
+def term_matches(term: Mapping[str, Any] | None, node: Mapping[str, Any]) -> bool:
+    """One ``nodeSelectorTerm``: every expression and field holds. An empty or null term
+    matches no node (the API's rule, not "no constraint")."""
+    expressions = (term or {}).get("matchExpressions") or []
+    fields = (term or {}).get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    meta = node.get("metadata") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    if not all(_expression_matches(e, labels.get(e.get("key", ""))) for e in expressions):
+        return False
+    # metadata.name is the only field selector the scheduler supports in matchFields
+    return all(
+        f.get("key") == "metadata.name"
+        and f.get("operator") in ("In", "NotIn")
+        and _expression_matches(f, meta.get("name"))
+        for f in fields
+    )
 
 
 def admits(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """nodeSelector and required node affinity (label expressions) allow ``node``."""
+    """nodeSelector and required node affinity allow ``node`` (terms ORed)."""
     spec = pod.get("spec") or {}
     labels: Mapping[str, str] = node["metadata"].get("labels") or {}
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    return not terms or any(_term_matches(t, labels) for t in terms)
+    )
+    if required is None:
+        return True
+    return any(term_matches(t, node) for t in required.get("nodeSelectorTerms") or [])
 
 
-def blocked_by_gate(
-    pods: Iterable[Mapping[str, Any]], virtual_node: Mapping[str, Any], cfg: TaintConfig
-) -> list[str]:
-    """``namespace/name`` of the unschedulable pods that only the gate's taint keeps out."""
+def daemonset_owned(pod: Mapping[str, Any]) -> bool:
+    refs = pod["metadata"].get("ownerReferences") or []
+    return any(r.get("kind") == "DaemonSet" for r in refs)
+
+
+def blocking_pods(
+    pods: Sequence[Mapping[str, Any]], virtual_node: Mapping[str, Any], cfg: TaintConfig
+) -> list[Mapping[str, Any]]:
+    """The unschedulable pods that only the gate's taint keeps out (``pods``: every
+    non-terminal pod, so the virtual node's remaining room can be computed)."""
     taints = [
         t
         for t in (virtual_node.get("spec") or {}).get("taints") or []
         if t.get("effect") in ("NoSchedule", "NoExecute") and not is_ours(t, cfg)
     ]
     ours = cfg.as_taint()
+    room: Room | None = None
     blocked = []
     for pod in pods:
-        if not _unschedulable(pod):
+        if not _unschedulable(pod) or daemonset_owned(pod):
             continue
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         if tolerates(tolerations, ours) or not all(tolerates(tolerations, t) for t in taints):
             continue
-        if admits(pod, virtual_node):
-            meta = pod["metadata"]
-            blocked.append(f"{meta.get('namespace', '')}/{meta['name']}")
+        if not admits(pod, virtual_node):
+            continue
+        if room is None:
+            room = Room.of(virtual_node, pods)
+        if room.fits(pod):
+            blocked.append(pod)
     return blocked
+
+
+def blocked_by_gate(
+    pods: Iterable[Mapping[str, Any]], virtual_node: Mapping[str, Any], cfg: TaintConfig
+) -> list[str]:
+    """``namespace/name`` of the unschedulable pods that only the gate's taint keeps out."""
+    return [pod_key(p) for p in blocking_pods(list(pods), virtual_node, cfg)]
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
 def preempting(pods: Iterable[Mapping[str, Any]], virtual_node: str) -> int:

@@ -31,6 +31,11 @@ class ClusterView:
     def synced(self) -> bool:
         return self.nodes.synced.is_set() and self.pods.synced.is_set()
 
+    @property
+    def nodes_synced(self) -> bool:
+        """The Node cache is usable (the Pod cache may still be syncing, or never sync)."""
+        return self.nodes.synced.is_set()
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.nodes.run())

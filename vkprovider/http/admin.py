@@ -5,7 +5,8 @@ the placement dry-run (``POST /explain`` with a Pod, ``GET /placement``).
 caches *in the current term*, and for a standby replica, which says it is one (and who leads).
 ``/state`` is the operator's view (``vkprovider status`` renders it): per provider its health,
 breaker, catalog age, pods and spend; spend per provider and namespace; blocklist entries with
-their expiry; the queue.
+their expiry; the queue. On a standby replica ``/state`` is only ``{"node", "role": "standby",
+"leader"}``: it holds no term, so it has no counts to give (zeros there once misled an uninstall).
 
 ``/healthz``, ``/readyz`` and ``/metrics`` are open (probes, Prometheus). ``/state``,
 ``/placement`` and ``/explain`` (which can call providers) need an authenticated, authorized
@@ -70,8 +71,15 @@ def create_admin_app(
 
     @app.get("/state")
     async def state() -> dict[str, Any]:
+        ready, detail = controller.readiness()
+        if detail.get("role") == "standby":
+            # A standby holds no term: its counts would be zeros while the leader's deployments
+            # run and bill. Say what it is and who leads instead (``vkprovider status`` follows).
+            return {"node": controller.node_name, "role": "standby", "leader": detail.get("leader")}
         return {
             "node": controller.node_name,
+            "role": detail.get("role"),
+            "synced": ready,
             "backend_up": node.backend_up if node is not None else None,
             "pods": len(controller.informer.cache),
             "queue": {"waiting": len(controller.queue), "busy": controller.queue.busy},

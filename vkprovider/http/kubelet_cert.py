@@ -6,6 +6,11 @@ controller-manager's signer issues once the CSR is approved (the cluster's appro
 operator: ``kubectl certificate approve``; kubelet-serving CSRs are not auto-approved). The key
 never leaves this process's directory (mode 0600). Renewal starts at 70 % of the lifetime; the
 running server's ``SSLContext`` loads the new pair, so new connections get it without a restart.
+
+A pair already in the directory is reused at start (:func:`reusable_pair`) when it is still
+valid, its key matches, and it names this node and its addresses: a restart (upgrade,
+``rollout restart``, a crash) posts no new CSR for someone to approve. The key is written before
+the certificate, so a crash between the two leaves a mismatched pair, which is not reused.
 """
 
 from __future__ import annotations
@@ -105,9 +110,75 @@ async def request_serving_cert(
     return ServingPair(cert_path, key_path, cert.not_valid_before_utc, cert.not_valid_after_utc)
 
 
+KEY_FILE, CERT_FILE = "kubelet-serving.key", "kubelet-serving.crt"
+
+
+def reusable_pair(
+    node: str, addresses: list[str], directory: Path, *, now: datetime.datetime | None = None
+) -> ServingPair | None:
+    """The pair in ``directory`` if it can serve this node now, else None (the reason is logged).
+
+    Checked: both files parse; the key is the certificate's; it is valid now; its subject is
+    ``system:node:<node>``; its SANs hold the node name and every address.
+    """
+    key_path, cert_path = directory / KEY_FILE, directory / CERT_FILE
+    if not (key_path.is_file() and cert_path.is_file()):
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        log.info("kubelet serving certificate in %s not reused: unreadable (%s)", directory, exc)
+        return None
+    problem = _mismatch(cert, key, node, addresses, now or datetime.datetime.now(datetime.UTC))
+    if problem:
+        log.info("kubelet serving certificate in %s not reused: %s; requesting a new one", directory, problem)
+        return None
+    log.info(
+        "kubelet serving certificate in %s reused (valid until %s)",
+        directory,
+        cert.not_valid_after_utc.isoformat(),
+    )
+    return ServingPair(cert_path, key_path, cert.not_valid_before_utc, cert.not_valid_after_utc)
+
+
+def _mismatch(
+    cert: x509.Certificate, key: object, node: str, addresses: list[str], now: datetime.datetime
+) -> str:
+    public = getattr(key, "public_key", None)
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if public is None or public().public_bytes(*der) != cert.public_key().public_bytes(*der):
+        return "the key does not match the certificate"
+    if not cert.not_valid_before_utc <= now < cert.not_valid_after_utc:
+        return f"not valid now (valid {cert.not_valid_before_utc.isoformat()} to {cert.not_valid_after_utc.isoformat()})"
+    names = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if names != [f"system:node:{node}"]:
+        return f"its subject is {cert.subject.rfc4514_string()}, not CN=system:node:{node}"
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "it has no subject alternative names"
+    dns, ips = set(sans.get_values_for_type(x509.DNSName)), set(sans.get_values_for_type(x509.IPAddress))
+    missing = [node] if node not in dns else []
+    for address in addresses:
+        try:
+            if ipaddress.ip_address(address) not in ips:
+                missing.append(address)
+        except ValueError:
+            if address not in dns:
+                missing.append(address)
+    return f"its names do not include {', '.join(missing)}" if missing else ""
+
+
+async def serving_pair(kube: Reviewer, node: str, addresses: list[str], directory: Path) -> ServingPair:
+    """The pair to serve with: the one in ``directory`` if reusable, else a new CSR's."""
+    pair = await asyncio.to_thread(reusable_pair, node, addresses, directory)
+    return pair if pair is not None else await request_serving_cert(kube, node, addresses, directory)
+
+
 def _write(directory: Path, key: ec.EllipticCurvePrivateKey, pem: bytes) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key_path, cert_path = directory / "kubelet-serving.key", directory / "kubelet-serving.crt"
+    key_path, cert_path = directory / KEY_FILE, directory / CERT_FILE
     key_path.touch(mode=0o600)
     key_path.write_bytes(
         key.private_bytes(

@@ -30,9 +30,12 @@ from collections.abc import Mapping
 from vkprovider.config import NodeConfig
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeError, KubeNotFound
+from vkprovider.kube.events import EventRecorder
+from vkprovider.kube.gate_heartbeat import DEFAULT_TAINT_KEY
 from vkprovider.node.capacity import PodSource, current_capacity
 from vkprovider.node.conditions import Reachability
-from vkprovider.node.events import NodeEvents
+from vkprovider.node.events import COMPONENT, NodeEvents
+from vkprovider.node.gate_liveness import GateLiveness
 from vkprovider.node.lease import NodeLease
 from vkprovider.node.manifest import NodeState
 from vkprovider.node.probe import Prober
@@ -61,6 +64,8 @@ class NodeAgent:
         retry_seconds: float = 1.0,
         pods: PodSource | None = None,
         heartbeat: KubeClient | None = None,
+        gate_taint_key: str = DEFAULT_TAINT_KEY,
+        gate_timeout_seconds: float = 120.0,
     ) -> None:
         self.config = node_config
         self.placer = placer
@@ -72,6 +77,14 @@ class NodeAgent:
         self.lease = NodeLease(beat, node_config.name, duration_seconds=node_config.lease_duration_seconds)
         self.prober = Prober(providers, placer.health, timeout=probe_timeout)
         self.events = NodeEvents(kube, node_config.name)
+        # The capacity gate's taint must not outlive the gate (node/gate_liveness.py).
+        self.gate_liveness = GateLiveness(
+            beat,
+            node_config.name,
+            EventRecorder(kube, component=COMPONENT, host=node_config.name),
+            taint_key=gate_taint_key,
+            orphan_timeout_seconds=gate_timeout_seconds,
+        )
         self._pods = pods
         self._retry = retry_seconds
         self._status_wake = asyncio.Event()
@@ -97,6 +110,7 @@ class NodeAgent:
             gpu_types=cap.gpu_types,
             breaker_open=cap.breaker_open,
             reachability=self.prober.reachability(),
+            max_gpus_per_pod=cap.max_per_pod,
         )
 
     def _status_due(self, state: NodeState) -> tuple[bool, bool]:
@@ -142,6 +156,7 @@ class NodeAgent:
                 ("node-probe", self._probe_loop),
                 ("node-lease", self._lease_loop),
                 ("node-status", self._status_loop),
+                ("node-gate-liveness", self._gate_liveness_loop),
             ):
                 group.create_task(supervise(name, loop, restart_delay=self._retry), name=name)
 
@@ -181,6 +196,18 @@ class NodeAgent:
             except KubeError as exc:
                 log.warning("node status update failed: %s", exc, extra={"node": self.config.name})
                 await asyncio.sleep(self._retry)
+
+    async def _gate_liveness_loop(self) -> None:
+        """Remove the capacity gate's taint once its heartbeat is stale (a stopped gate)."""
+        while True:
+            await asyncio.sleep(self.gate_liveness.period(self.config.probe_seconds))
+            try:
+                fresh = await self.gate_liveness.check(self.node.node)
+            except KubeError as exc:
+                log.warning("gate liveness check failed: %s", exc, extra={"node": self.config.name})
+                continue
+            if fresh is not None:
+                self.node.node = fresh  # a newer copy for the next scoped write
 
     def _metadata_changed(self, state: NodeState) -> bool:
         return self.node.node is not None and self.node.metadata_patch(state) is not None

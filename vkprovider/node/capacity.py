@@ -38,6 +38,7 @@ class Capacity:
     breaker_open: bool
     free: int = 0
     held: int = 0
+    max_per_pod: int | None = None  #: the largest listed offer's GPU count (None: no offers)
 
 
 def purchasable_gpus(placer: Placer) -> int:
@@ -80,6 +81,13 @@ def offered_gpu_types(placer: Placer) -> frozenset[str]:
     return frozenset(rec.gpu for catalog in placer.catalog.providers.values() for rec in catalog.offers)
 
 
+def largest_offer(placer: Placer) -> int | None:
+    """The most GPUs one listed offer has (capacity or not, so the label does not flap with
+    stock): the most one pod can get on this node."""
+    counts = [rec.count for catalog in placer.catalog.providers.values() for rec in catalog.offers]
+    return max(counts) if counts else None
+
+
 def current_capacity(placer: Placer, pods: PodSource | None = None, *, cap: int | None = None) -> Capacity:
     breaker = placer.health.breaker_open()
     free, held = purchasable_gpus(placer), held_gpus(placer, pods)
@@ -87,5 +95,10 @@ def current_capacity(placer: Placer, pods: PodSource | None = None, *, cap: int 
     if cap is not None:
         gpus = min(gpus, cap)
     return Capacity(
-        gpus=gpus, gpu_types=offered_gpu_types(placer), breaker_open=breaker, free=free, held=held
+        gpus=gpus,
+        gpu_types=offered_gpu_types(placer),
+        breaker_open=breaker,
+        free=free,
+        held=held,
+        max_per_pod=largest_offer(placer),
     )

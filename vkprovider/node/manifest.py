@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vkprovider.config import NodeConfig
+from vkprovider.kube.gate_heartbeat import MAX_GPUS_PER_POD_LABEL
 from vkprovider.node.conditions import Condition, Reachability
 from vkprovider.placement.health import TAINT_UNAVAILABLE
 
@@ -42,6 +43,7 @@ class NodeState:
     breaker_open: bool = False
     not_ready_message: str = ""
     reachability: Reachability = field(default_factory=Reachability)
+    max_gpus_per_pod: int | None = None  #: the largest listed offer's GPU count (None: no offers)
 
 
 def gpu_label_key(gpu_type: str) -> str | None:
@@ -53,7 +55,9 @@ def gpu_label_key(gpu_type: str) -> str | None:
     return GPU_LABEL_PREFIX + name if name else None
 
 
-def node_labels(cfg: NodeConfig, gpu_types: Iterable[str]) -> dict[str, str]:
+def node_labels(
+    cfg: NodeConfig, gpu_types: Iterable[str], max_gpus_per_pod: int | None = None
+) -> dict[str, str]:
     labels = {
         "type": "virtual-kubelet",
         "kubernetes.io/role": "agent",
@@ -66,6 +70,8 @@ def node_labels(cfg: NodeConfig, gpu_types: Iterable[str]) -> dict[str, str]:
         key = gpu_label_key(gpu)
         if key is not None:
             labels[key] = "true"
+    if max_gpus_per_pod is not None:
+        labels[MAX_GPUS_PER_POD_LABEL] = str(max_gpus_per_pod)
     return labels
 
 
@@ -135,7 +141,10 @@ def build_node(cfg: NodeConfig, state: NodeState, conditions: Sequence[Condition
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": cfg.name, "labels": node_labels(cfg, sorted(state.gpu_types))},
+        "metadata": {
+            "name": cfg.name,
+            "labels": node_labels(cfg, sorted(state.gpu_types), state.max_gpus_per_pod),
+        },
         "spec": {"taints": owned_taints(state.breaker_open)},
         "status": node_status(cfg, state.gpus, conditions),
     }

@@ -24,6 +24,7 @@ from vkprovider.config import NodeConfig
 from vkprovider.kube import resources
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeNotFound
+from vkprovider.kube.gate_heartbeat import MAX_GPUS_PER_POD_LABEL
 from vkprovider.node.conditions import build_conditions
 from vkprovider.node.manifest import (
     GPU_LABEL_PREFIX,
@@ -103,11 +104,11 @@ class NodeObject:
         assert self.node is not None
         meta, spec = self.node["metadata"], self.node.get("spec") or {}
         current_labels: Mapping[str, str] = meta.get("labels") or {}
-        wanted = node_labels(self._cfg, sorted(state.gpu_types))
+        wanted = node_labels(self._cfg, sorted(state.gpu_types), state.max_gpus_per_pod)
         labels: dict[str, str | None] = {k: v for k, v in wanted.items() if current_labels.get(k) != v}
         for key in current_labels:
-            if key.startswith(GPU_LABEL_PREFIX) and key not in wanted:
-                labels[key] = None  # a GPU type no longer offered
+            if (key.startswith(GPU_LABEL_PREFIX) or key == MAX_GPUS_PER_POD_LABEL) and key not in wanted:
+                labels[key] = None  # a GPU type (or any offer) no longer listed
         current_taints = list(spec.get("taints") or [])
         taints = merge_taints(current_taints, owned_taints(state.breaker_open))
         patch: JSON = {}

@@ -14,6 +14,8 @@ from vkprovider.cli import build_parser
 REPO = Path(__file__).resolve().parents[3]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 COMMAND = re.compile(r"\.venv/bin/vkprovider [^`\n|#]+")
+#: What runs inside the service's pod: ``kubectl exec POD -- vkprovider …`` (issue 29).
+IN_POD = re.compile(r"exec \S+ -- (vkprovider [^`\n|#]+)")
 
 
 def documented_commands() -> list[tuple[str, str]]:
@@ -21,6 +23,8 @@ def documented_commands() -> list[tuple[str, str]]:
     for doc in DOCS:
         for match in COMMAND.finditer(doc.read_text()):
             found.append((doc.name, match.group(0).strip().replace("[--json]", "--json")))
+        for match in IN_POD.finditer(doc.read_text()):
+            found.append((doc.name, ".venv/bin/" + match.group(1).strip()))
     return found
 
 

@@ -62,6 +62,24 @@ def test_overlay_configs_keep_the_base_sections(overlay: str, rendered: dict[str
     assert config["providers"], "an overlay must configure at least one provider"
 
 
+@pytest.mark.parametrize("overlay", ["demo", "runpod"])
+def test_shipped_overlays_serve_the_kubelet_api(overlay: str, rendered: dict[str, Any]) -> None:
+    """kubectl logs/top reach burst pods: a CSR-issued certificate (with the rights to ask for
+    it), the apiserver's client certificates verified, and a writable cert_dir that outlives a
+    container restart."""
+    docs = rendered[overlay]
+    settings = Settings.model_validate(service_config(docs), context=StartupChecks(ports=False, kube=False))
+    assert settings.kubelet.enabled and settings.kubelet.csr
+    assert set(cluster_wide_rules(docs)) >= CSR_RIGHTS
+    pod = one(docs, "Deployment", "vkprovider")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["VKPROVIDER_KUBELET__CLIENT_CA_FILE"] == "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = next(v for v in pod["volumes"] if v["name"] == mounts[settings.kubelet.cert_dir])
+    assert "emptyDir" in volume  # the root filesystem is read-only
+
+
 def rules_of(doc: dict[str, Any], resource: str, group: str = "") -> list[dict[str, Any]]:
     return [r for r in doc["rules"] if resource in r["resources"] and group in r["apiGroups"]]
 
@@ -76,6 +94,10 @@ def test_rbac_names_follow_the_config(target: str, rendered: dict[str, Any]) -> 
     role = one(docs, "ClusterRole", "vkprovider")
     named = [r for r in rules_of(role, "nodes") + rules_of(role, "nodes/status") if "resourceNames" in r]
     assert named and all(r["resourceNames"] == [node] for r in named)
+    admin = one(docs, "ClusterRole", "vkprovider-admin-api")
+    assert admin["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/proxy"], "resourceNames": [node], "verbs": ["get", "create"]}
+    ]
     node_lease = one(docs, "Role", "vkprovider-node-lease")
     assert node_lease["metadata"]["namespace"] == "kube-node-lease"
     assert [r["resourceNames"] for r in node_lease["rules"] if "resourceNames" in r] == [[node]]
@@ -90,7 +112,9 @@ def test_every_binding_names_the_service_account(target: str, rendered: dict[str
     namespace, name = rendering.SERVICE_ACCOUNT
     one(docs, "ServiceAccount", name)
     bindings = list(find(docs, "ClusterRoleBinding")) + list(find(docs, "RoleBinding"))
-    assert len(bindings) == (3 if target == "base" else 4)  # an overlay binds its served namespace
+    # The base binds 4 roles (the service's, the admin API's, the two Leases'); an overlay also
+    # its served namespace and the kubelet-csr component's role.
+    assert len(bindings) == (4 if target == "base" else 6)
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
 
@@ -229,6 +253,12 @@ BASE_CLUSTER_WIDE = {
     ("delete", "discovery.k8s.io", "endpointslices"),
 }
 
+#: deploy/components/kubelet-csr: create the serving CSR, read it back until it is issued.
+CSR_RIGHTS = {
+    ("create", "certificates.k8s.io", "certificatesigningrequests"),
+    ("get", "certificates.k8s.io", "certificatesigningrequests"),
+}
+
 
 def cluster_wide_rules(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[str]]:
     """(verb, group, resource) -> resourceNames ([] = any) of every ClusterRole a
@@ -248,16 +278,20 @@ def cluster_wide_rules(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str],
 
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_cluster_wide_rights_are_the_justified_ones(target: str, rendered: dict[str, Any]) -> None:
-    """Secrets, ConfigMaps, pod patches, other nodes, CSRs, the node list: none cluster-wide."""
+    """Secrets, ConfigMaps, pod patches, other nodes, the node list: none cluster-wide. CSRs only
+    where the config asks for its kubelet serving certificate with one (every shipped overlay)."""
     rules = cluster_wide_rules(rendered[target])
     unnamed = {rule for rule, names in rules.items() if not names}
-    assert unnamed == BASE_CLUSTER_WIDE
+    csr = (service_config(rendered[target]).get("kubelet") or {}).get("csr") and target != "base"
+    assert unnamed == BASE_CLUSTER_WIDE | (CSR_RIGHTS if csr else set())
     node = service_config(rendered[target])["node"]["name"]
     named = {rule: names for rule, names in rules.items() if names}
     assert named == {
         ("get", "", "nodes"): [node],
         ("patch", "", "nodes"): [node],
         ("patch", "", "nodes/status"): [node],
+        ("get", "", "nodes/proxy"): [node],  # the admin API, with the pod's own token
+        ("create", "", "nodes/proxy"): [node],
     }
 
 
@@ -296,13 +330,7 @@ def test_cluster_wide_env_is_an_opt_in_component(tmp_path: Path) -> None:
     ("component", "granted"),
     [
         ("gate-kube-signal", {("list", "", "nodes"), ("watch", "", "nodes")}),
-        (
-            "kubelet-csr",
-            {
-                ("create", "certificates.k8s.io", "certificatesigningrequests"),
-                ("get", "certificates.k8s.io", "certificatesigningrequests"),
-            },
-        ),
+        ("kubelet-csr", CSR_RIGHTS),
     ],
 )
 def test_feature_components_add_only_their_rights(

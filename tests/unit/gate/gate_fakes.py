@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+from vkprovider.kube.errors import KubeConflict, KubeNotFound
 
 JSON = dict[str, Any]
 VK_TOLERATION = {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
@@ -70,6 +73,7 @@ class FakeView:
         self.nodes_list = nodes
         self.pods_list = pods
         self.synced = synced
+        self.nodes_synced = True
 
     async def wait_synced(self) -> None:
         return None
@@ -79,3 +83,39 @@ class FakeView:
 
     def all_pods(self) -> list[JSON]:
         return self.pods_list
+
+
+class FakeNodeApi:
+    """GET and merge-PATCH of Nodes (annotations and taints), with the API's resourceVersion
+    precondition: a stale version is a 409. Shares the node dicts it is given, so a fake view
+    built on the same dicts sees every write."""
+
+    def __init__(self, nodes: list[JSON]) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.patches: list[JSON] = []
+        for n in nodes:
+            n["metadata"].setdefault("resourceVersion", "1")
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> JSON:
+        name = path.rsplit("/", 1)[-1]
+        node = self.nodes.get(name)
+        if node is None:
+            raise KubeNotFound(404, f"nodes {name!r} not found")
+        meta = node["metadata"]
+        if method == "GET":
+            return copy.deepcopy(node)
+        assert method == "PATCH", method
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != meta["resourceVersion"]:
+            raise KubeConflict(409, "the object has been modified")
+        for key, value in ((body.get("metadata") or {}).get("annotations") or {}).items():
+            notes = meta.setdefault("annotations", {})
+            if value is None:
+                notes.pop(key, None)
+            else:
+                notes[key] = value
+        if "taints" in (body.get("spec") or {}):
+            node.setdefault("spec", {})["taints"] = body["spec"]["taints"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+        self.patches.append(body)
+        return copy.deepcopy(node)

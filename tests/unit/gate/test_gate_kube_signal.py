@@ -74,11 +74,14 @@ async def test_not_synced_is_unavailable() -> None:
     assert err.value.kind == "not_synced"
 
 
-async def test_a_selector_matching_no_node_is_refused_naming_the_field() -> None:
-    with pytest.raises(
-        ConfigError, match=r"gate\.signal\.kube\.node_selector: 'pool=gpu-typo' matches no node"
-    ):
-        await signal(FakeView([node("a")], []), node_selector="pool=gpu-typo").start()
+async def test_a_selector_matching_no_node_is_signal_unavailable_naming_the_field() -> None:
+    """Not a stuck term: the decision fails open after signal_timeout (start-up refusal of a
+    typo is Gate.preflight's job)."""
+    s = signal(FakeView([node("a")], []), node_selector="pool=gpu-typo")
+    await s.start()
+    with pytest.raises(SignalUnavailable, match=r"node_selector 'pool=gpu-typo' matches no node") as err:
+        await s.read()
+    assert err.value.kind == "no_nodes"
 
 
 def test_an_unparsable_selector_is_refused_naming_the_field() -> None:

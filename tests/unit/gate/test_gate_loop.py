@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tests.unit.gate.gate_fakes import VK_TOLERATION, FakeView, node, pod, virtual_node
+from tests.unit.gate.gate_fakes import VK_TOLERATION, FakeNodeApi, FakeView, node, pod, virtual_node
 from vkprovider.gate import metrics
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.decision import Action
@@ -48,14 +48,19 @@ class Signal:
         return Reading(free_gpus=self.free)
 
 
+EPOCH = 1_800_000_000.0  #: the fake wall clock's zero
+
+
 def gate(view: View, **cfg: Any) -> tuple[Gate, Writer, Events, list[float]]:
     clock = [0.0]
     g = Gate(
-        None,
+        FakeNodeApi(view.nodes_list),  # type: ignore[arg-type]
         GateConfig.model_validate({"dwell_seconds": 0, "min_flip_interval_seconds": 0, **cfg}),
         "vk",
         clock=lambda: clock[0],
-    )  # type: ignore[arg-type]
+        wall=lambda: EPOCH + clock[0],
+        identity="gate-a",
+    )
     g.view = view  # type: ignore[assignment]
     writer, events = Writer(), Events()
     g.writer, g.events = writer, events  # type: ignore[assignment]

@@ -34,6 +34,7 @@ async def test_gpus_are_capacity_times_count_over_usable_providers() -> None:
     cap = current_capacity(placer)
     assert cap.gpus == 8 * 2 + 1 * 5 + 2 * 3 + 4 * 0
     assert cap.gpu_types == {"H100-SXM-80GB", "L4-24GB", "A100-SXM-80GB"}
+    assert cap.max_per_pod == 8  # the 8 x H100 offer: the most one pod can get
     assert not cap.breaker_open
 
     prober = Prober(providers, placer.health, timeout=0.5)
@@ -49,6 +50,7 @@ async def test_gpus_are_capacity_times_count_over_usable_providers() -> None:
     cap = current_capacity(placer)
     assert cap.breaker_open and cap.gpus == 0
     assert cap.gpu_types == {"H100-SXM-80GB", "L4-24GB", "A100-SXM-80GB"}  # labels do not flap with health
+    assert cap.max_per_pod == 8
 
     providers["cheap"].healthy = True
     assert await prober.probe_all()

@@ -56,6 +56,8 @@ def test_labels_have_virtual_kubelet_identity_config_and_gpu_types() -> None:
     assert labels["team"] == "inference"
     assert labels["gpu.vkprovider.io/H100-SXM-80GB"] == "true"
     assert labels["gpu.vkprovider.io/L4"] == "true"
+    assert "vkprovider.io/max-gpus-per-pod" not in labels  # no offers listed: no claim
+    assert node_labels(cfg, ["L4"], 8)["vkprovider.io/max-gpus-per-pod"] == "8"
 
 
 def test_build_node_shape() -> None:

@@ -209,12 +209,15 @@ def test_the_key_resolves_from_inline_env_and_file(monkeypatch: pytest.MonkeyPat
         assert ApiKeySource.from_settings("p", settings).get() == expected
 
 
-def test_the_key_is_resolved_lazily_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_is_resolved_lazily_and_follows_a_rotation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not read at construction (a missing key must not crash the start), and not cached for
+    the process's life either (issue 29: a rotated key needed a restart)."""
+    monkeypatch.delenv("KIT_TEST_LAZY", raising=False)
     source = ApiKeySource("p", api_key=None, api_key_env="KIT_TEST_LAZY", api_key_file=None)
     monkeypatch.setenv("KIT_TEST_LAZY", "first")
     assert source.get() == "first"
     monkeypatch.setenv("KIT_TEST_LAZY", "second")
-    assert source.get() == "first"
+    assert source.get() == "second"
 
 
 def test_a_missing_key_is_quota_or_billing_naming_the_source(

@@ -1,0 +1,3 @@
+from vkprovider.config_doc import main
+
+raise SystemExit(main())
