@@ -248,6 +248,12 @@ BASE_CLUSTER_WIDE = {
     ("create", "", "nodes"),
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
+    # external replicas as Service endpoints (issue 25): only slices labelled as ours are written
+    ("list", "discovery.k8s.io", "endpointslices"),
+    ("watch", "discovery.k8s.io", "endpointslices"),
+    ("create", "discovery.k8s.io", "endpointslices"),
+    ("update", "discovery.k8s.io", "endpointslices"),
+    ("delete", "discovery.k8s.io", "endpointslices"),
 }
 
 #: deploy/components/kubelet-csr: create the serving CSR, read it back until it is issued.
