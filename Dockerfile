@@ -9,9 +9,16 @@
 #   docker buildx imagetools inspect python:3.11.14-slim-bookworm   # "Digest: sha256:..."
 # The ARG stays overridable (a mirror, a newer patch release):
 #   docker build --build-arg PYTHON_IMAGE=registry.example.com/python:3.11.14-slim-bookworm@sha256:... .
+# Where no registry is reachable, `make image` builds this same file with buildah on a base made
+# from Debian's archive (bookworm's python3 3.11 + venv, by mmdebstrap; vkprovider/devcluster/image.py).
+#
+# Reproducible: with --build-arg SOURCE_DATE_EPOCH=<seconds> (and buildah --timestamp, or
+# BuildKit's rewrite-timestamp) two builds of the same inputs make the same layers; bytecode is
+# compiled hash-based, so it neither records nor depends on the files' times.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 FROM ${PYTHON_IMAGE} AS build
+ARG SOURCE_DATE_EPOCH
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/vkprovider
 WORKDIR /src
@@ -23,16 +30,22 @@ WORKDIR /src
 # installed is missing from the lock or differs from it.
 COPY requirements-image.lock ./
 COPY deploy/image/verify-runtime.py /usr/local/bin/verify-runtime.py
-RUN /opt/vkprovider/bin/pip install --require-hashes --no-deps -r requirements-image.lock
+RUN /opt/vkprovider/bin/pip install --no-compile --require-hashes --no-deps -r requirements-image.lock
 COPY pyproject.toml setup.py README.md ./
 COPY vkprovider ./vkprovider
 COPY providers ./providers
-RUN /opt/vkprovider/bin/pip install --no-deps --no-build-isolation --no-index . \
+# Bytecode once, for everything (-f: the venv's own pip too), hash-based and unchecked: the root
+# filesystem is read-only at run time, so the sources cannot change under it, and a
+# timestamp-based .pyc would record the build's file times (and go stale when a reproducible
+# build rewrites them).
+RUN /opt/vkprovider/bin/pip install --no-compile --no-deps --no-build-isolation --no-index . \
  && /opt/vkprovider/bin/pip check \
  && /opt/vkprovider/bin/python /usr/local/bin/verify-runtime.py requirements-image.lock \
- && /opt/vkprovider/bin/python -m compileall -q /opt/vkprovider/lib
+ && /opt/vkprovider/bin/python -m compileall -q -f --invalidation-mode unchecked-hash /opt/vkprovider/lib
 
 FROM ${PYTHON_IMAGE} AS runtime
+# useradd records the day of the last password change: SOURCE_DATE_EPOCH's day when it is set.
+ARG SOURCE_DATE_EPOCH
 LABEL org.opencontainers.image.title="vkprovider" \
       org.opencontainers.image.description="Virtual Kubelet provider bursting GPU inference to external GPU clouds" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus image image-push image-if-possible image-test image-reproduce proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -52,7 +52,7 @@ lint: install
 # TEST_WORKERS pytest-xdist processes, one test file per worker at a time (each worker starts its
 # own session cluster; module-scoped clusters stay one per file). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 3
-test: install cluster-build prometheus
+test: install cluster-build prometheus image-if-possible
 	$(BIN)/lint-imports
 	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
@@ -79,6 +79,32 @@ cluster-build: install
 # Debian's prometheus for the gate's tests, installed only where missing; never run as a service.
 prometheus: install
 	@command -v prometheus >/dev/null 2>&1 || $(BIN)/python -m vkprovider.devcluster.prometheus install
+
+# The shipped Dockerfile built with buildah (docs/deploy.md, "The image"): podman, buildah, runc and
+# mmdebstrap from Debian where missing; with no registry, PYTHON_IMAGE is a base made from Debian's
+# archive (Python 3.11) by mmdebstrap, tagged by its inputs' digest. Images and the layer cache live
+# in ~/.cache/vkprovider/containers; unchanged inputs rebuild nothing. Prints size and packages.
+# IMAGE=registry.example.com/vkprovider:0.1.0 tags it with that name too (`make image-push` pushes
+# it); PYTHON_IMAGE=<registry base> builds on that base (pulled) instead of the Debian one.
+image: install
+	@$(BIN)/python -m vkprovider.devcluster.image build $(if $(IMAGE),--tag $(IMAGE)) $(if $(PYTHON_IMAGE),--base $(PYTHON_IMAGE))
+
+image-push: image
+	$(if $(IMAGE),,$(error image-push needs IMAGE=<registry>/vkprovider:<tag>))
+	$(BIN)/python -m vkprovider.devcluster.image podman push $(IMAGE)
+
+# For `make test`: the same build, or one line saying why containers cannot run here (then
+# tests/image skip, naming the same reason). A failing build fails `make test`.
+image-if-possible: install
+	@$(BIN)/python -m vkprovider.devcluster.image build --if-possible >&2
+
+# The image run as the Deployment runs it, against the dev cluster (tests/image/test_image.py).
+image-test: image cluster-build
+	$(BIN)/python -m pytest -q -s -n 0 -rs tests/image
+
+# Build again with --no-cache and compare the layer digests with the cached build's.
+image-reproduce: image
+	@$(BIN)/python -m vkprovider.devcluster.image reproduce
 
 cluster-up: cluster-build
 	@$(BIN)/python -m vkprovider.devcluster up

@@ -13,6 +13,7 @@ BENCHES = [
     "bench_pods.py",
     "bench_held_connections.py",
     "bench_attack.py",
+    "endpoint_publication.py",
 ]
 
 

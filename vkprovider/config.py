@@ -44,6 +44,7 @@ from vkprovider.preflight import (
     url_fields,
 )
 from vkprovider.quota.config import QuotaConfig
+from vkprovider.traffic.config import TrafficConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -279,6 +280,7 @@ class Settings(BaseModel):
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     gate: GateConfig | None = None
     quota: QuotaConfig | None = None
+    traffic: TrafficConfig = TrafficConfig()
     log_json: bool = False
     log_level: str = "INFO"
 
@@ -316,6 +318,27 @@ class Settings(BaseModel):
         if configured is None:  # providers are invalid: load_settings checks the raw names
             return value
         found = unknown_provider_names(value.model_dump(), {p.name for p in configured})
+        if found:
+            raise FieldProblem(found)
+        return value
+
+    @field_validator("traffic")
+    @classmethod
+    def _known_routable(cls, value: TrafficConfig, info: ValidationInfo) -> TrafficConfig:
+        """A typo in ``routable_pod_ip_providers`` would silently leave a provider unpublished."""
+        configured = info.data.get("providers")
+        if configured is None:
+            return value
+        names = {p.name for p in configured}
+        known = ", ".join(sorted(names)) or "none"
+        found = [
+            (
+                f"routable_pod_ip_providers.{i}",
+                f"no configured provider is named {name!r} (configured: {known})",
+            )
+            for i, name in enumerate(value.routable_pod_ip_providers)
+            if name not in names
+        ]
         if found:
             raise FieldProblem(found)
         return value

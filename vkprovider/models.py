@@ -53,6 +53,9 @@ class Capabilities(_Model):
     metrics: bool = False
     update_in_place: bool = False
     watch: bool = False
+    #: The adapter says how a running deployment is reached (``endpoints(uid)``): the address a
+    #: client in the cluster uses and the port each container port is published on.
+    endpoints: bool = False
     #: The API's own limit, the default for placement's client-side limit when config sets none;
     #: ``None``: the adapter declares nothing (the built-in default applies).
     rate_limit: RateLimit | None = None
@@ -222,3 +225,32 @@ class DeploymentUsage(_Model):
     uid: str = Field(description="the pod UID the deployment runs")
     timestamp: datetime = Field(description="when the figures were sampled (the metrics' timestamps)")
     containers: list[ContainerUsage] = Field(default=[], description="one entry per running container")
+
+
+class PortMapping(_Model):
+    """One container port as a client reaches it: ``address:port`` serves ``container_port``."""
+
+    container_port: int = Field(ge=1, le=65535, description="the port the container listens on")
+    protocol: Literal["TCP", "UDP", "SCTP"] = Field(default="TCP", description="TCP, UDP or SCTP")
+    port: int = Field(ge=1, le=65535, description="the port a client must connect to")
+
+
+class DeploymentEndpoints(_Model):
+    """How one running deployment is reached from the cluster (``endpoints`` capability).
+
+    ``addresses`` empty means "no route (yet)": the replica is not published. A container port
+    absent from ``ports`` is not reachable, even if the addresses are.
+    """
+
+    uid: str = Field(description="the pod UID the deployment runs")
+    addresses: list[str] = Field(
+        default=[], description="IP addresses (or DNS names) a client in the cluster connects to"
+    )
+    ports: list[PortMapping] = Field(default=[], description="one entry per reachable container port")
+
+    def port_for(self, container_port: int, protocol: str = "TCP") -> int | None:
+        """The port a client uses for ``container_port``/``protocol``; None: not reachable."""
+        return next(
+            (m.port for m in self.ports if m.container_port == container_port and m.protocol == protocol),
+            None,
+        )

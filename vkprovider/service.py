@@ -125,6 +125,7 @@ class Service:
                 backoff_base_seconds=s.pods.backoff_base_seconds,
                 backoff_max_seconds=s.pods.backoff_max_seconds,
                 status_before_delete=s.pods.status_before_delete,
+                traffic=s.traffic,
             )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()

@@ -12,6 +12,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from vkprovider.retry import Backoff
+
 log = logging.getLogger(__name__)
 
 
@@ -25,11 +27,11 @@ async def supervise(
 ) -> None:
     """Run ``coro_factory()`` until it returns; restart it after each crash.
 
-    The delay doubles on consecutive crashes (up to ``max_delay``) and resets once a run has
-    lasted ``healthy_after`` seconds, so a loop that crashes once a day restarts quickly while a
+    The delay doubles on consecutive crashes (up to ``max_delay``; the project's one backoff
+    curve, ``vkprovider.retry.Backoff``) and resets once a run has lasted ``healthy_after`` seconds, so a loop that crashes once a day restarts quickly while a
     crash loop does not spin.
     """
-    delay = restart_delay
+    backoff = Backoff(base=restart_delay, cap=max_delay)
     while True:
         started = time.monotonic()
         try:
@@ -38,10 +40,10 @@ async def supervise(
             raise
         except Exception:
             if time.monotonic() - started >= healthy_after:
-                delay = restart_delay
+                backoff.reset()
+            delay = backoff.next()
             log.exception("task %s crashed; restarting in %.1fs", name, delay, extra={"task": name})
             await asyncio.sleep(delay)
-            delay = min(delay * 2, max_delay)
         else:
             log.debug("task %s finished", name, extra={"task": name})
             return

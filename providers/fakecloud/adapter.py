@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from vkprovider.plugins.api import (
     LABEL_NODE_NAME,
     Capabilities,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     DeploymentUsage,
@@ -92,7 +93,7 @@ class FakeCloudProvider:
             adapter="fakecloud",
             version=__version__,
             capabilities=Capabilities(
-                logs=True, watch=True, metrics=True, rate_limit=RateLimit()
+                logs=True, watch=True, metrics=True, endpoints=True, rate_limit=RateLimit()
             ),  # no API limit
         )
 
@@ -122,6 +123,12 @@ class FakeCloudProvider:
         response = await self._call("GET", "/deployments", params=params)
         statuses: builtins.list[DeploymentStatus] = self._parse(response, DeploymentStatus, many=True)
         return statuses
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        endpoints: DeploymentEndpoints = self._parse(
+            await self._call("GET", f"/deployments/{uid}/endpoints"), DeploymentEndpoints
+        )
+        return endpoints
 
     async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
         # The grace period travels as a query parameter; a server that cannot stop gracefully

@@ -44,6 +44,10 @@ class Knobs(_Strict):
     ambiguous_status: int = Field(default=500, ge=500, le=599)
     outage: bool = False
     billing_error: bool = False
+    routable: bool = Field(
+        default=True,
+        description="endpoints answer each running deployment's address; false: no route (no addresses)",
+    )
     echo_input: bool = Field(
         default=False, description="refuse creates (422), quoting the request's env, files and credentials"
     )

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from vkprovider.plugins.api import ContainerState, ContainerStatus, DeploymentStatus, Phase
+from vkprovider.plugins.api import (
+    ContainerState,
+    ContainerStatus,
+    DeploymentEndpoints,
+    DeploymentStatus,
+    Phase,
+    PortMapping,
+)
 
 if TYPE_CHECKING:
     from .config import FakeCloudConfig
@@ -48,6 +55,28 @@ def ending(d: Deployment, config: FakeCloudConfig, now: float) -> Outcome | None
 
 def _wall(d: Deployment, at: float) -> datetime:
     return d.created_wall + timedelta(seconds=at - d.created)
+
+
+def endpoints_of(
+    d: Deployment, config: FakeCloudConfig, now: float, *, routable: bool
+) -> DeploymentEndpoints:
+    """How a client reaches ``d``: its address, every container port on the same port number.
+
+    Only a deployment that has started and not ended has an address; ``routable=False`` (the
+    knob) stands for a cloud that offers no route to its deployments.
+    """
+    started = d.created + config.lifecycle.provisioning_seconds
+    running = started <= now and ending(d, config, now) is None
+    if not (routable and running):
+        return DeploymentEndpoints(uid=d.uid)
+    ports = {
+        (p.container_port, p.protocol): PortMapping(
+            container_port=p.container_port, protocol=p.protocol, port=p.container_port
+        )
+        for c in d.request.containers
+        for p in c.ports
+    }
+    return DeploymentEndpoints(uid=d.uid, addresses=[d.ip], ports=list(ports.values()))
 
 
 def status_of(d: Deployment, config: FakeCloudConfig, now: float) -> DeploymentStatus:

@@ -112,6 +112,14 @@ async def get_deployment(request: Request, uid: str) -> dict[str, Any]:
     return _status_json(store, deployment)
 
 
+@api_router.get("/deployments/{uid}/endpoints")
+async def get_endpoints(request: Request, uid: str) -> dict[str, Any]:
+    """How a client reaches the deployment: its address and container port → port (all equal
+    here). No addresses until it runs, or when the ``routable`` knob is off."""
+    store = _store(request)
+    return store.endpoints(store.get(uid)).model_dump(mode="json")
+
+
 @api_router.delete("/deployments/{uid}", status_code=204)
 async def delete_deployment(request: Request, uid: str) -> Response:
     _store(request).remove(uid)

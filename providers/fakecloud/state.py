@@ -15,11 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from vkprovider.plugins.api import LABEL_POD_UID, DeploymentRequest, DeploymentStatus, Phase
+from vkprovider.plugins.api import (
+    LABEL_POD_UID,
+    DeploymentEndpoints,
+    DeploymentRequest,
+    DeploymentStatus,
+    Phase,
+)
 
 from .config import CatalogEntry, FakeCloudConfig, Knobs
 from .ledger import LedgerEntry
-from .lifecycle import Outcome, ending, status_of
+from .lifecycle import Outcome, ending, endpoints_of, status_of
 from .rules import Rules
 
 
@@ -279,6 +285,9 @@ class Store:
 
     def status(self, deployment: Deployment) -> DeploymentStatus:
         return status_of(deployment, self.config, self.clock())
+
+    def endpoints(self, deployment: Deployment) -> DeploymentEndpoints:
+        return endpoints_of(deployment, self.config, self.clock(), routable=self.knobs.routable)
 
     def terminate(self, uid: str, outcome: Outcome) -> Deployment:
         deployment = self.get(uid)

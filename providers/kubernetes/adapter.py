@@ -15,12 +15,14 @@ from typing import Any, ClassVar
 
 from vkprovider.plugins.api import (
     Capabilities,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     LogOptions,
     NoCapacity,
     NotFound,
     Offer,
+    PortMapping,
     ProviderError,
     ProviderInfo,
     UidLocks,
@@ -29,7 +31,7 @@ from vkprovider.plugins.api import (
 
 from . import __version__
 from .client import AlreadyExists, RemoteCluster
-from .manifest import Manifests, node_selector_labels, owned_by, parse_offer_id, pod_name
+from .manifest import Manifests, node_selector_labels, owned_by, parse_offer_id, pod_name, service_for
 from .settings import KubernetesSettings
 from .status import identity, offers_from_nodes, status_from_pod
 
@@ -68,7 +70,7 @@ class KubernetesProvider:
             name=self._name,
             adapter="kubernetes",
             version=__version__,
-            capabilities=Capabilities(logs=self._settings.logs),
+            capabilities=Capabilities(logs=self._settings.logs, endpoints=self._settings.expose != "none"),
         )
 
     async def probe(self) -> None:
@@ -105,6 +107,7 @@ class KubernetesProvider:
                 # never leave a pod waiting forever on a Secret that is not coming
                 await self._cluster.delete("pod", namespace, manifests.name)
                 raise
+            await self._expose(pod)
             log.info(
                 "provider %s: created pod %s/%s for uid %s",
                 self._name,
@@ -113,6 +116,57 @@ class KubernetesProvider:
                 request.uid,
             )
             return status_from_pod(self._name, pod)
+
+    async def _expose(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Create the pod's Service (``expose``), early so a load balancer has time to come up.
+        A failure here costs nothing but time: ``endpoints`` creates it when it is missing."""
+        service = service_for(pod, self._settings.expose) if self._settings.expose != "none" else None
+        if service is None:
+            return None
+        try:
+            created: dict[str, Any] = await self._cluster.create_service(self._settings.namespace, service)
+        except ProviderError as exc:
+            log.warning(
+                "provider %s: Service for %s not created yet: %s", self._name, pod["metadata"]["name"], exc
+            )
+            return None
+        return created
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        """The address of the pod's Service: a NodePort on ``node_addresses`` (default: the
+        pod's hostIP), or the LoadBalancer's ingress; container port → nodePort / port."""
+        namespace, name = self._settings.namespace, pod_name(uid)
+        pod = await self._cluster.read_pod(namespace, name)
+        found = identity(pod)
+        if found is None or found[0] != uid:
+            raise NotFound(f"remote pod {name} belongs to another uid", provider=self._name)
+        status = pod.get("status") or {}
+        if self._settings.expose == "none" or status.get("phase") != "Running":
+            return DeploymentEndpoints(uid=uid)
+        try:
+            service = await self._cluster.read_service(namespace, name)
+        except NotFound:
+            service = await self._expose(pod)
+        if not service:
+            return DeploymentEndpoints(uid=uid)
+        node_port = self._settings.expose == "NodePort"
+        if node_port:
+            addresses = list(self._settings.node_addresses) or [a for a in [status.get("hostIP")] if a]
+        else:
+            ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+            addresses = [
+                i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")
+            ]
+        ports = [
+            PortMapping(
+                container_port=int(p["targetPort"]),
+                protocol=p.get("protocol", "TCP"),
+                port=int(p["nodePort"] if node_port else p["port"]),
+            )
+            for p in (service.get("spec") or {}).get("ports") or []
+            if isinstance(p.get("targetPort"), int) and (p.get("nodePort") or not node_port)
+        ]
+        return DeploymentEndpoints(uid=uid, addresses=addresses if ports else [], ports=ports)
 
     async def _gpu_values(self, request: DeploymentRequest) -> list[str]:
         """GPU-type label values the pod may land on: the offer's, or every node value of the type."""
@@ -161,6 +215,8 @@ class KubernetesProvider:
         await self._cluster.delete("pod", namespace, name, grace_period_seconds=grace)
         for secret in (name, f"{name}-pull"):  # owned by the pod too; explicit in case GC lags
             await self._cluster.delete("secret", namespace, secret)
+        if self._settings.expose != "none":
+            await self._cluster.delete("service", namespace, name)
         log.info("provider %s: deleted pod %s/%s for uid %s", self._name, namespace, name, uid)
 
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:

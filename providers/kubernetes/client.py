@@ -217,6 +217,18 @@ class RemoteCluster:
         except AlreadyExists:
             return
 
+    async def create_service(self, namespace: str, body: dict[str, Any]) -> Any:
+        """Create the Service; one that exists already (an earlier attempt) is read back."""
+        try:
+            return await self._json(
+                Op.CREATE, lambda c: c.create_namespaced_service(namespace, body, **self._opts())
+            )
+        except AlreadyExists:
+            return await self.read_service(namespace, body["metadata"]["name"])
+
+    async def read_service(self, namespace: str, name: str) -> Any:
+        return await self._json(Op.READ, lambda c: c.read_namespaced_service(name, namespace, **self._opts()))
+
     async def read_pod(self, namespace: str, name: str) -> Any:
         return await self._json(Op.READ, lambda c: c.read_namespaced_pod(name, namespace, **self._opts()))
 
@@ -245,8 +257,12 @@ class RemoteCluster:
     async def delete(
         self, kind: str, namespace: str, name: str, *, grace_period_seconds: int | None = None
     ) -> None:
-        """Delete a pod or secret; one that is already gone counts as deleted."""
-        method = {"pod": "delete_namespaced_pod", "secret": "delete_namespaced_secret"}[kind]
+        """Delete a pod, secret or service; one that is already gone counts as deleted."""
+        method = {
+            "pod": "delete_namespaced_pod",
+            "secret": "delete_namespaced_secret",
+            "service": "delete_namespaced_service",
+        }[kind]
         extra: dict[str, Any] = (
             {} if grace_period_seconds is None else {"grace_period_seconds": grace_period_seconds}
         )

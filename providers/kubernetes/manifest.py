@@ -230,6 +230,44 @@ class Manifests:
         }
 
 
+def service_for(pod: dict[str, Any], service_type: str) -> dict[str, Any] | None:
+    """The Service that exposes a created ``pod``'s container ports (same name, selecting it by
+    its pod-uid label, owned by it so it goes with it), or None when the pod declares no port.
+    Each port is published on the container port's number; NodePort/LoadBalancer add the outside
+    side (``nodePort``, the load balancer's address)."""
+    seen: dict[tuple[int, str], dict[str, Any]] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            number, protocol = int(port["containerPort"]), port.get("protocol", "TCP")
+            seen.setdefault(
+                (number, protocol),
+                {
+                    "name": f"p{number}-{protocol.lower()}",
+                    "port": number,
+                    "targetPort": number,
+                    "protocol": protocol,
+                },
+            )
+    if not seen:
+        return None
+    meta = pod["metadata"]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "labels": dict(meta.get("labels") or {}),
+        },
+        "spec": {
+            "type": service_type,
+            "selector": {LABEL_POD_UID: (meta.get("labels") or {})[LABEL_POD_UID]},
+            "ports": list(seen.values()),
+        },
+    }
+    return owned_by(service, pod)
+
+
 def owned_by(secret: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     """``secret`` with an ownerReference to the created ``pod`` (garbage-collected with it)."""
     meta = pod["metadata"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,3 +40,18 @@ class KubernetesSettings(BaseModel):
     tolerations: list[dict[str, Any]] = []
     extra_labels: dict[str, str] = {}
     termination_grace_seconds: int | None = Field(default=None, ge=0)
+    # how the local cluster reaches a remote pod (capability ``endpoints``)
+    expose: Literal["none", "NodePort", "LoadBalancer"] = Field(
+        default="none",
+        description=(
+            "create a Service of this type per pod that declares ports, and report its address as "
+            "the pod's route; none: no route (the endpoints capability is off)"
+        ),
+    )
+    node_addresses: list[str] = Field(
+        default=[],
+        description=(
+            "NodePort: remote node addresses the local cluster reaches; empty: the pod's hostIP "
+            "(its node's InternalIP)"
+        ),
+    )

@@ -20,6 +20,7 @@ import httpx
 from vkprovider.plugins.api import (
     ApiKeySource,
     Capabilities,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     InvalidRequest,
@@ -36,9 +37,11 @@ from vkprovider.plugins.api import (
 from . import __version__
 from .client import RunPodClient
 from .mapping import (
+    PodView,
     Target,
     build_create_body,
     check_supported,
+    endpoints_from_pod,
     identity,
     offers_from_catalog,
     parse_pod,
@@ -50,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 class RunPodProvider:
-    """``Provider`` + ``SupportsLogs`` for RunPod."""
+    """``Provider`` + ``SupportsLogs`` + ``SupportsEndpoints`` for RunPod."""
 
     Settings: ClassVar[type[RunPodSettings]] = RunPodSettings
 
@@ -81,7 +84,10 @@ class RunPodProvider:
 
     async def info(self) -> ProviderInfo:
         return ProviderInfo(
-            name=self._name, adapter="runpod", version=__version__, capabilities=Capabilities(logs=True)
+            name=self._name,
+            adapter="runpod",
+            version=__version__,
+            capabilities=Capabilities(logs=True, endpoints=True),
         )
 
     async def probe(self) -> None:
@@ -132,6 +138,14 @@ class RunPodProvider:
         return Target.parse(best.offer_id)
 
     async def get(self, uid: str) -> DeploymentStatus:
+        return status_from_pod(self._name, await self._find(uid))
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        """The pod's public IP and port mappings (``runtime.ports``), read from the Pod object."""
+        return endpoints_from_pod(uid, await self._find(uid))
+
+    async def _find(self, uid: str) -> PodView:
+        """The pod for ``uid``: by its cached id, else by listing; ``NotFound`` if none."""
         pod_id = self._ids.get(uid)
         if pod_id is not None:
             try:
@@ -141,14 +155,14 @@ class RunPodProvider:
             else:
                 found = identity(raw)
                 if found is not None and found[0] == uid:
-                    return status_from_pod(self._name, parse_pod(self._name, raw))
+                    return parse_pod(self._name, raw)
                 self._ids.pop(uid, None)
         for raw in await self._client.list_pods():
             found = identity(raw)
             if found is not None and found[0] == uid:
                 pod = parse_pod(self._name, raw)
                 self._ids[uid] = pod.id
-                return status_from_pod(self._name, pod)
+                return pod
         raise NotFound(f"no RunPod pod for uid {uid}", provider=self._name)
 
     async def list(self, node_name: str) -> list[DeploymentStatus]:

@@ -21,11 +21,13 @@ from vkprovider.plugins.api import (
     Container,
     ContainerState,
     ContainerStatus,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     InvalidRequest,
     Offer,
     Phase,
+    PortMapping,
     normalize_catalog_gpu,
     parse_model,
 )
@@ -296,6 +298,28 @@ def _address(pod: PodView) -> tuple[str | None, str | None]:
         if port.ip and port.public:
             return port.ip, f"{port.ip}:{port.public}"
     return next((p.ip for p in pod.runtime.ports if p.ip), None), None
+
+
+def endpoints_from_pod(uid: str, pod: PodView) -> DeploymentEndpoints:
+    """Where a client reaches a RUNNING pod: its public IP and each published port's mapping
+    (``runtime.ports``: ``private`` container port → ``public`` port on ``ip``).
+
+    A port without a public IP and port (an ``http`` port served only through RunPod's proxy,
+    or one not assigned yet) is unreachable by address and left out. RunPod publishes TCP only.
+    """
+    if pod.status != "RUNNING" or pod.runtime is None or not pod.runtime.ports:
+        return DeploymentEndpoints(uid=uid)
+    published = [p for p in pod.runtime.ports if p.ip and p.public and p.private]
+    if not published:
+        return DeploymentEndpoints(uid=uid)
+    address = published[0].ip
+    assert address is not None
+    ports = {
+        p.private: PortMapping(container_port=p.private, protocol="TCP", port=p.public)
+        for p in published
+        if p.ip == address and p.private is not None and p.public is not None
+    }
+    return DeploymentEndpoints(uid=uid, addresses=[address], ports=list(ports.values()))
 
 
 def _short(value: Any) -> str:

@@ -18,6 +18,7 @@ import httpx
 from vkprovider.plugins.api import (
     ApiKeySource,
     Capabilities,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     InvalidRequest,
@@ -36,7 +37,9 @@ from . import __version__
 from .client import VastClient
 from .mapping import (
     Ask,
+    InstanceView,
     build_create_body,
+    endpoints_from_instance,
     offer_from_bundle,
     parse_instance,
     parse_label,
@@ -80,7 +83,10 @@ class VastAiProvider:
 
     async def info(self) -> ProviderInfo:
         return ProviderInfo(
-            name=self._name, adapter="vastai", version=__version__, capabilities=Capabilities(logs=True)
+            name=self._name,
+            adapter="vastai",
+            version=__version__,
+            capabilities=Capabilities(logs=True, endpoints=True),
         )
 
     async def probe(self) -> None:
@@ -151,6 +157,14 @@ class VastAiProvider:
         return match.price_per_hour
 
     async def get(self, uid: str) -> DeploymentStatus:
+        return status_from_instance(self._name, await self._find(uid))
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        """The instance's public address and Docker port mappings, read from the instance."""
+        return endpoints_from_instance(uid, await self._find(uid))
+
+    async def _find(self, uid: str) -> InstanceView:
+        """The instance for ``uid``: by its cached id, else by listing; ``NotFound`` if none."""
         instance_id = self._ids.get(uid)
         if instance_id is not None:
             try:
@@ -160,14 +174,14 @@ class VastAiProvider:
             else:
                 found = parse_label(raw.get("label") if isinstance(raw, dict) else None)
                 if found is not None and found[0] == uid:
-                    return status_from_instance(self._name, parse_instance(self._name, raw))
+                    return parse_instance(self._name, raw)
                 self._ids.pop(uid, None)
         for raw in await self._client.list_instances(self._settings.max_list_pages):
             found = parse_label(raw.get("label") if isinstance(raw, dict) else None)
             if found is not None and found[0] == uid:
                 instance = parse_instance(self._name, raw)
                 self._ids[uid] = str(instance.id)
-                return status_from_instance(self._name, instance)
+                return instance
         raise NotFound(f"no Vast.ai instance for uid {uid}", provider=self._name)
 
     async def list(self, node_name: str) -> list[DeploymentStatus]:

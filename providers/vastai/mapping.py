@@ -19,11 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from vkprovider.plugins.api import (
     ContainerState,
     ContainerStatus,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     InvalidRequest,
     Offer,
     Phase,
+    PortMapping,
     RegistryCredential,
     normalize_catalog_gpu,
     parse_model,
@@ -292,6 +294,39 @@ def _endpoint(instance: InstanceView) -> str | None:
                 if isinstance(binding, dict) and binding.get("HostPort"):
                     return f"{instance.public_ipaddr}:{binding['HostPort']}"
     return None
+
+
+def endpoints_from_instance(uid: str, instance: InstanceView) -> DeploymentEndpoints:
+    """Where a client reaches a running instance: ``public_ipaddr`` and, per container port,
+    the host port Docker mapped it to (``ports``: ``{"8080/tcp": [{"HostPort": "40123"}]}``).
+
+    Nothing before the instance runs (``ports`` is only present on running instances) or
+    without a public address; a key or binding that does not parse is left out.
+    """
+    if (
+        instance.actual_status != "running"
+        or not instance.public_ipaddr
+        or not isinstance(instance.ports, dict)
+    ):
+        return DeploymentEndpoints(uid=uid)
+    ports: dict[tuple[int, str], PortMapping] = {}
+    for key, bindings in instance.ports.items():
+        number, _, proto = str(key).partition("/")
+        protocol = (proto or "tcp").upper()
+        if not number.isdigit() or protocol not in ("TCP", "UDP") or not isinstance(bindings, list):
+            continue
+        host_ports = [
+            str(b.get("HostPort"))
+            for b in bindings
+            if isinstance(b, dict) and str(b.get("HostPort")).isdigit()
+        ]
+        if host_ports and 0 < int(number) < 65536 and 0 < int(host_ports[0]) < 65536:
+            ports[(int(number), protocol)] = PortMapping(
+                container_port=int(number),
+                protocol=protocol,  # type: ignore[arg-type]  # checked against TCP/UDP above
+                port=int(host_ports[0]),
+            )
+    return DeploymentEndpoints(uid=uid, addresses=[instance.public_ipaddr], ports=list(ports.values()))
 
 
 def _env(extra_env: Any) -> dict[str, str]:

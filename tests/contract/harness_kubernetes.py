@@ -20,7 +20,7 @@ import pytest
 
 from vkprovider.contract.harness import Harness, Op
 from vkprovider.devcluster import Cluster, Toolchain
-from vkprovider.plugins.api import Container, DeploymentRequest
+from vkprovider.plugins.api import Container, DeploymentRequest, Phase
 
 
 class KubernetesHarness(Harness):
@@ -38,12 +38,18 @@ class KubernetesHarness(Harness):
             "termination_grace_seconds": 0,
             "logs": False,
             "price_per_gpu_hour": 1.0,
+            "expose": "NodePort",  # the endpoints capability on (a Service per pod with ports)
         }
 
     async def delay(self, op: Op, seconds: float) -> None:
         """Delays cannot be injected into a real API server; "off" (0) is always true."""
         if seconds:
             raise NotImplementedError
+
+    async def advance(self, uid: str, phase: Phase) -> None:
+        """kwok's remote nodes run a scheduled pod by themselves; other phases cannot be forced."""
+        if phase is not Phase.RUNNING:
+            raise NotImplementedError(f"kwok cannot be told to make a pod {phase.value}")
 
     def request(self, uid: str, node_name: str) -> DeploymentRequest:
         return DeploymentRequest(

@@ -252,6 +252,24 @@ class RunPodHarness(Harness):
         for pod in self.fake.pods.values():
             if pod["env"].get("VKPROVIDER_POD_UID") == uid:
                 pod["status"] = PHASE_TO_STATUS[phase]
+                # As RunPod does: a running pod's runtime maps each exposed port to a public one.
+                running = pod["status"] == "RUNNING"
+                pod["runtime"] = (
+                    {
+                        "uptime": 0,
+                        "ports": [
+                            {
+                                "private": int(p.split("/")[0]),
+                                "public": 40000 + i,
+                                "type": p.split("/")[1],
+                                "ip": "198.51.100.7",
+                            }
+                            for i, p in enumerate(pod["ports"])
+                        ],
+                    }
+                    if running
+                    else None
+                )
                 return
         raise KeyError(uid)
 

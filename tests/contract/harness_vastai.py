@@ -15,6 +15,7 @@ import contextlib
 import copy
 import itertools
 import json
+import re
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -81,6 +82,7 @@ class FakeVast:
         except BaseException:  # pytest.skip when the spec file is absent: run unvalidated
             self.spec = None
         self.instances: dict[int, dict[str, Any]] = {}
+        self.exposed: dict[int, list[str]] = {}  #: instance id -> container ports its create exposed
         self.ids = itertools.count(5000)
         self.failures: dict[str, ProviderError] = {}
         self.delays: dict[str, float] = {}
@@ -138,6 +140,7 @@ class FakeVast:
         if int(ask) != ASK_ID:
             return http_error(NoCapacity(f"no_such_ask Instance type by id {ask} is not available."))
         instance_id = next(self.ids)
+        self.exposed[instance_id] = re.findall(r"-p (\d+):\d+", body.get("env", ""))
         self.instances[instance_id] = {
             "id": instance_id,
             "actual_status": None,
@@ -238,6 +241,16 @@ class VastAiHarness(Harness):
         for instance in self.fake.instances.values():
             if str(instance.get("label", "")).endswith(f":{uid}"):
                 instance["actual_status"] = PHASE_TO_STATUS[phase]
+                # As Vast.ai does: ``ports`` (Docker's map) is present on running instances only.
+                exposed = self.fake.exposed.get(instance["id"], [])
+                instance["ports"] = (
+                    {
+                        f"{p}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(41000 + i)}]
+                        for i, p in enumerate(exposed)
+                    }
+                    if instance["actual_status"] == "running"
+                    else None
+                )
                 return
         raise KeyError(uid)
 

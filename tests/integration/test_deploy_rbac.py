@@ -59,6 +59,10 @@ KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     "only when no status write follows the create (e.g. the provider's API went away right after)",
     ("create", "authentication.k8s.io", "tokenreviews"): "kubelet API / admin API authentication",
     ("create", "authorization.k8s.io", "subjectaccessreviews"): "kubelet API / admin API authorization",
+    # EndpointSlices are written only once a Service selects an external replica (issue 25).
+    ("create", "discovery.k8s.io", "endpointslices"): "publish an external replica a Service selects",
+    ("update", "discovery.k8s.io", "endpointslices"): "an endpoint's readiness or route changes",
+    ("delete", "discovery.k8s.io", "endpointslices"): "the last replica of a slice goes away",
     ("get", "", "nodes/proxy"): "the admin API's /state for `kubectl exec <leader> -- vkprovider status`: "
     "checked by the service's own SubjectAccessReview, never a request of the service to the apiserver",
     ("create", "", "nodes/proxy"): "the admin API's POST /explain, likewise",

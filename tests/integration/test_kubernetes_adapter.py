@@ -260,3 +260,48 @@ async def test_a_deleted_pod_reads_as_terminal_or_gone(provider: KubernetesProvi
     except NotFound:
         return
     assert status.phase.terminal
+
+
+async def test_expose_nodeport_reports_the_services_node_port_and_goes_with_the_pod(
+    remote: Cluster, core: Any
+) -> None:
+    settings = KubernetesProvider.Settings(
+        kubeconfig=remote.kubeconfig,
+        namespace=NAMESPACE,
+        create_namespace=True,
+        termination_grace_seconds=0,
+        expose="NodePort",
+    )
+    adapter = KubernetesProvider("remote-exposed", settings)
+    try:
+        assert (await adapter.info()).capabilities.endpoints
+        with pytest.raises(NotFound):
+            await adapter.endpoints(str(uuid.uuid4()))
+        request = request_for("vk-exposed")
+        await adapter.deploy(request)
+        status = await running(adapter, request.uid)
+        found = await adapter.endpoints(request.uid)
+        service = await core.read_namespaced_service(f"vk-{request.uid}", NAMESPACE)
+        (port,) = service.spec.ports
+        assert service.spec.type == "NodePort" and service.spec.selector == {LABEL_POD_UID: request.uid}
+        remote_pod = await core.read_namespaced_pod(f"vk-{request.uid}", NAMESPACE)
+        assert status.phase is Phase.RUNNING and remote_pod.status.host_ip
+        assert found.addresses == [remote_pod.status.host_ip]  # the node the NodePort is open on
+        assert [(m.container_port, m.port) for m in found.ports] == [(8000, port.node_port)]
+        assert 30000 <= port.node_port <= 32767
+
+        await adapter.delete(request.uid)
+
+        async def service_gone() -> bool:
+            services = await core.list_namespaced_service(
+                NAMESPACE, label_selector=f"{LABEL_POD_UID}={request.uid}"
+            )
+            return not services.items
+
+        await eventually(service_gone, "the Service to go with the pod")
+    finally:
+        await adapter.close()
+
+
+async def test_without_expose_there_is_no_endpoints_capability(provider: KubernetesProvider) -> None:
+    assert not (await provider.info()).capabilities.endpoints

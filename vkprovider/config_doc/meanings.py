@@ -32,6 +32,8 @@ MEANINGS: dict[str, str] = {
     "kube.qps": "requests per second to the apiserver (client-side limiter)",
     "kube.burst": "burst of the apiserver limiter",
     "pods": "the pod controller: workers, status polling, deletion",
+    "traffic": "external replicas as Service endpoints: EndpointSlices at the addresses and ports the "
+    "providers report, never the unreachable pod IP (docs/virtual-node.md, Services and traffic)",
     "pods.status_poll_seconds": "how often deployments' statuses are read from the providers",
     "pods.orphan_gc_seconds": "how often deployments with no pod are looked for (and deleted)",
     "pods.lost_grace_seconds": "how long a deployment a reachable provider no longer lists may be missing "

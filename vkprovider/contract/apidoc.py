@@ -23,7 +23,7 @@ from vkprovider.contract.apidoc_meanings import MEANINGS
 from vkprovider.plugins import api
 
 DOC = Path("docs/plugin-api.md")
-PROTOCOLS = (api.Provider, api.SupportsLogs, api.SupportsWatch, api.SupportsMetrics)
+PROTOCOLS = (api.Provider, api.SupportsLogs, api.SupportsWatch, api.SupportsMetrics, api.SupportsEndpoints)
 LABELS = ("LABEL_POD_UID", "LABEL_NODE_NAME", "LABEL_POD_NAMESPACE", "LABEL_POD_NAME")
 ERRORS = (
     api.InvalidRequest,

@@ -13,6 +13,7 @@ MEANINGS: dict[str, str] = {
     "Capabilities.metrics": "the adapter can report usage metrics",
     "Capabilities.update_in_place": "`deploy` of an existing UID applies the new request instead of returning the current status",
     "Capabilities.watch": "the adapter implements `SupportsWatch` (pushes status changes; otherwise it is polled with `list`)",
+    "Capabilities.endpoints": "the adapter implements `SupportsEndpoints` (its replicas are published as Service endpoints)",
     "Capabilities.rate_limit": "the cloud API's own request limit, the default for the client-side limit; `None`: none declared",
     "ProviderInfo.name": "the configured instance name (the adapter's `name`)",
     "ProviderInfo.adapter": "the adapter kind, e.g. `runpod`",

@@ -17,15 +17,18 @@ import pytest
 from vkprovider.contract.harness import DelayStats, Harness
 from vkprovider.contract.support import eventually, knob, new_uid, plugin_supervisor
 from vkprovider.plugins.api import (
+    DeploymentRequest,
     DeploymentStatus,
     InvalidRequest,
     LogOptions,
     NoCapacity,
     NotFound,
     Phase,
+    Port,
     Provider,
     ProviderError,
     QuotaOrBilling,
+    SupportsEndpoints,
     SupportsLogs,
     SupportsMetrics,
     SupportsWatch,
@@ -47,6 +50,8 @@ async def test_info_and_probe(provider: Provider) -> None:
         assert isinstance(provider, SupportsLogs)
     if info.capabilities.metrics:
         assert isinstance(provider, SupportsMetrics)
+    if info.capabilities.endpoints:
+        assert isinstance(provider, SupportsEndpoints)
     await provider.probe()
 
 
@@ -227,6 +232,51 @@ async def test_usage_covers_running_deployments_of_the_node_only(
         mine = next(u for u in usage if u.uid == request.uid)
         assert mine.timestamp.tzinfo is not None and mine.containers
         assert request.uid not in {u.uid for u in await provider.usage(f"{node}-other")}
+    finally:
+        await provider.delete(request.uid)
+
+
+def _with_a_port(request: DeploymentRequest) -> DeploymentRequest:
+    """``request`` with a TCP container port on its first container if it declares none."""
+    if any(c.ports for c in request.containers):
+        return request
+    first = request.containers[0].model_copy(update={"ports": [Port(container_port=8000)]})
+    return request.model_copy(update={"containers": [first, *request.containers[1:]]})
+
+
+async def test_endpoints_say_how_a_running_deployment_is_reached(
+    provider: Provider, harness: Harness, node: str
+) -> None:
+    """Declaring ``endpoints`` means: NotFound for an unknown UID; for a running deployment, an
+    answer for its UID with at least one address, and port mappings only for ports the request
+    declared (each once, every port in range). A plugin without ``endpoints`` answers Endpoints
+    UNIMPLEMENTED (read as ``Unsupported``, an ``InvalidRequest``)."""
+    if not (await provider.info()).capabilities.endpoints:
+        if isinstance(getattr(provider, "inner", provider), GrpcProvider):
+            assert isinstance(provider, SupportsEndpoints)
+            with pytest.raises(InvalidRequest):
+                await provider.endpoints(new_uid())
+            return
+        pytest.skip("adapter has no endpoints capability")
+    assert isinstance(provider, SupportsEndpoints)
+    with pytest.raises(NotFound):
+        await provider.endpoints(new_uid())
+    request = _with_a_port(harness.request(new_uid(), node))
+    await provider.deploy(request)
+    try:
+        await knob(harness.advance(request.uid, Phase.RUNNING))
+
+        async def routed() -> bool:
+            return bool((await provider.endpoints(request.uid)).addresses)
+
+        await eventually(routed)
+        found = await provider.endpoints(request.uid)
+        assert found.uid == request.uid
+        assert all(a and a == a.strip() for a in found.addresses)
+        declared = {(p.container_port, p.protocol) for c in request.containers for p in c.ports}
+        mapped = [(m.container_port, m.protocol) for m in found.ports]
+        assert len(mapped) == len(set(mapped)), f"a container port mapped twice: {mapped}"
+        assert set(mapped) <= declared, f"mappings {mapped} for ports never declared ({declared})"
     finally:
         await provider.delete(request.uid)
 

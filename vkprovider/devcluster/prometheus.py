@@ -1,17 +1,15 @@
 """Debian's Prometheus for the gate's tests: install it where missing, start it on 127.0.0.1.
 
 ``python -m vkprovider.devcluster.prometheus install`` (``make prometheus``, run by
-``make test``) installs the ``prometheus`` package only when the binary is missing. Debian's
-package would start a system service on install; the install runs with a ``policy-rc.d`` that
-refuses service starts (created for the install and removed after, if the machine had none),
-and nothing here ever relies on that service: :func:`start_prometheus` runs its own process
-with a generated scrape config, on a free loopback port, stopped by PID.
+``make test``) installs the ``prometheus`` package only when the binary is missing, with no
+service start (``devcluster.apt``), and nothing here ever relies on Debian's service:
+:func:`start_prometheus` runs its own process with a generated scrape config, on a free
+loopback port, stopped by PID.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
@@ -21,10 +19,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from vkprovider.devcluster import apt
 from vkprovider.devcluster.process import Process, StartupError, free_port, spawn
-
-POLICY_RC = Path("/usr/sbin/policy-rc.d")
-_DENY_STARTS = "#!/bin/sh\n# vkprovider: no service starts during this install\nexit 101\n"
 
 
 def binary() -> str | None:
@@ -33,24 +29,7 @@ def binary() -> str | None:
 
 def install() -> str:
     """Install Debian's prometheus if it is missing; return the binary's path."""
-    found = binary()
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        raise StartupError("prometheus is not installed and apt-get is not available; install Prometheus")
-    created = not POLICY_RC.exists()
-    if created:
-        POLICY_RC.write_text(_DENY_STARTS)
-        POLICY_RC.chmod(0o755)
-    try:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"]
-        if subprocess.run(cmd, env=env, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], env=env, check=True)
-            subprocess.run(cmd, env=env, check=True)
-    finally:
-        if created:
-            POLICY_RC.unlink(missing_ok=True)
+    apt.install({"prometheus": "prometheus"})
     found = binary()
     if not found:
         raise StartupError("apt-get installed prometheus but no prometheus binary is on PATH")

@@ -209,7 +209,7 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
 RESOURCES = frozenset(
     {
         "pods", "pods/status", "pods/log", "pods/eviction", "pods/binding", "nodes", "nodes/status",
-        "events", "leases", "configmaps", "secrets", "services", "endpoints", "namespaces",
+        "events", "leases", "configmaps", "secrets", "services", "endpoints", "endpointslices", "namespaces",
         "serviceaccounts", "tokenreviews", "subjectaccessreviews", "certificatesigningrequests",
         "certificatesigningrequests/approval", "certificatesigningrequests/status", "clusterqueues",
         "clusterqueues/status", "localqueues", "workloads", "resourceflavors", "jobs", "deployments",

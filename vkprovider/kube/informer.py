@@ -46,6 +46,7 @@ class Informer:
         path: str,
         *,
         field_selector: str = "",
+        label_selector: str = "",
         handler: Handler,
         watch_timeout_seconds: int = 300,
         retry_seconds: float = 1.0,
@@ -55,6 +56,7 @@ class Informer:
         self._kube = kube
         self._path = path
         self._field_selector = field_selector
+        self._label_selector = label_selector
         self._handler = handler
         self._watch_timeout = watch_timeout_seconds
         self._page_size = page_size
@@ -64,6 +66,14 @@ class Informer:
         self.synced = asyncio.Event()
         self.relists = 0
         self.reconnects = 0  #: watches re-opened after a transport or server error
+
+    def _selectors(self) -> dict[str, Any]:
+        query: dict[str, Any] = {}
+        if self._field_selector:
+            query["fieldSelector"] = self._field_selector
+        if self._label_selector:
+            query["labelSelector"] = self._label_selector
+        return query
 
     def get(self, key: str) -> JSON | None:
         return self.cache.get(key)
@@ -86,7 +96,7 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _relist(self) -> str:
-        query: dict[str, Any] = {"fieldSelector": self._field_selector} if self._field_selector else {}
+        query: dict[str, Any] = self._selectors()
         fresh: dict[str, JSON] = {}
         while True:
             body = await self._kube.request("GET", self._path, query={**query, "limit": self._page_size})
@@ -119,8 +129,7 @@ class Informer:
             "allowWatchBookmarks": True,
             "timeoutSeconds": self._watch_timeout,
         }
-        if self._field_selector:
-            query["fieldSelector"] = self._field_selector
+        query.update(self._selectors())
         async for event in self._kube.stream(self._path, query=query, timeout=self._watch_timeout + 30):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":

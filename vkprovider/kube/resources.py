@@ -146,6 +146,28 @@ async def list_services(kube: KubeClient, namespace: str) -> list[JSON]:
     return list(body.get("items") or [])
 
 
+def endpoint_slice_path(namespace: str, name: str = "") -> str:
+    return api_path("endpointslices", name, namespace=namespace, group="discovery.k8s.io")
+
+
+async def create_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> None:
+    namespace = endpoint_slice["metadata"]["namespace"]
+    await kube.request("POST", endpoint_slice_path(namespace), body=endpoint_slice, decode=False)
+
+
+async def replace_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> None:
+    """PUT guarded by ``metadata.resourceVersion`` (a stale copy gets 409, never a clobber)."""
+    meta = endpoint_slice["metadata"]
+    await kube.request(
+        "PUT", endpoint_slice_path(meta["namespace"], meta["name"]), body=endpoint_slice, decode=False
+    )
+
+
+async def delete_endpoint_slice(kube: KubeClient, namespace: str, name: str) -> None:
+    with contextlib.suppress(KubeNotFound):
+        await kube.request("DELETE", endpoint_slice_path(namespace, name), decode=False)
+
+
 async def get_node(kube: KubeClient, name: str) -> JSON | None:
     try:
         node: JSON = await kube.request("GET", api_path("nodes", name))

@@ -3,7 +3,7 @@
 An adapter is a class with a nested pydantic ``Settings`` model and a constructor
 ``__init__(self, name: str, settings: Settings)``, registered under the ``vkprovider.providers``
 entry-point group. It implements :class:`Provider`, and optionally :class:`SupportsLogs`,
-:class:`SupportsWatch` and :class:`SupportsMetrics` (declared through ``ProviderInfo.capabilities``).
+:class:`SupportsWatch`, :class:`SupportsMetrics` and :class:`SupportsEndpoints` (declared through ``ProviderInfo.capabilities``).
 
 Contract rules (the contract suite, :mod:`vkprovider.contract`, checks every one; the field-level
 reference is docs/plugin-api.md):
@@ -56,6 +56,7 @@ from vkprovider.models import (
     ContainerState,
     ContainerStatus,
     ContainerUsage,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     DeploymentUsage,
@@ -65,6 +66,7 @@ from vkprovider.models import (
     Offer,
     Phase,
     Port,
+    PortMapping,
     ProviderInfo,
     RateLimit,
     RegistryCredential,
@@ -101,6 +103,7 @@ __all__ = [
     "ContainerState",
     "ContainerStatus",
     "ContainerUsage",
+    "DeploymentEndpoints",
     "DeploymentRequest",
     "DeploymentStatus",
     "DeploymentUsage",
@@ -114,12 +117,14 @@ __all__ = [
     "Offer",
     "Phase",
     "Port",
+    "PortMapping",
     "Provider",
     "ProviderError",
     "ProviderInfo",
     "QuotaOrBilling",
     "RateLimit",
     "RegistryCredential",
+    "SupportsEndpoints",
     "SupportsLogs",
     "SupportsMetrics",
     "SupportsWatch",
@@ -219,6 +224,26 @@ class SupportsMetrics(Protocol):
 
     async def usage(self, node_name: str) -> list[DeploymentUsage]:
         """Current usage of every running deployment labelled for ``node_name`` (one call for all)."""
+        ...
+
+
+@runtime_checkable
+class SupportsEndpoints(Protocol):
+    """Optional: how a running deployment is reached (``capabilities.endpoints``), so vkprovider
+    can publish it as an endpoint of the Services that select its pod (docs/virtual-node.md).
+
+    * ``endpoints`` of an unknown UID MUST raise :class:`NotFound`.
+    * ``addresses`` MUST be reachable from the cluster's nodes (a public IP, a routed address);
+      never a private address of the provider's own network. Empty: no route (yet); the host
+      does not publish the replica and the pod says why.
+    * ``ports`` MUST hold one :class:`PortMapping` per container port a client can reach
+      (container port → the port to connect to); a container port left out is unreachable.
+    * The answer SHOULD stay the same for the life of the deployment: the host asks once when
+      the deployment runs (and again after a redeploy), never per request or on a timer.
+    """
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        """Reachable addresses and port mappings of the deployment for ``uid``."""
         ...
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from vkprovider.errors import ProviderError, Transient
 from vkprovider.metrics import PROVIDER_CALL_ERRORS, PROVIDER_CALL_SECONDS, prepare_provider
 from vkprovider.models import (
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     DeploymentUsage,
@@ -32,7 +33,7 @@ from vkprovider.models import (
     Phase,
     ProviderInfo,
 )
-from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
+from vkprovider.plugins.api import Provider, SupportsEndpoints, SupportsLogs, SupportsMetrics, SupportsWatch
 from vkprovider.plugins.scrub import SecretBook
 
 log = logging.getLogger(__name__)
@@ -308,10 +309,26 @@ class _MetricsMixin(GuardedProvider):
         return usage
 
 
-_MIXINS = (("Logs", _LogsMixin), ("Watch", _WatchMixin), ("Metrics", _MetricsMixin))
-#: (logs, watch, metrics) -> the guard class with exactly those optional methods (made once,
+class _EndpointsMixin(GuardedProvider):
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        assert isinstance(self.inner, SupportsEndpoints)
+        endpoints = await self._call("endpoints", self.inner.endpoints(uid))
+        if not isinstance(endpoints, DeploymentEndpoints) or endpoints.uid != uid:
+            raise self._bug(
+                "endpoints", AdapterBug(f"endpoints({uid!r}) must return its DeploymentEndpoints")
+            )
+        return endpoints
+
+
+_MIXINS = (
+    ("Logs", _LogsMixin),
+    ("Watch", _WatchMixin),
+    ("Metrics", _MetricsMixin),
+    ("Endpoints", _EndpointsMixin),
+)
+#: (logs, watch, metrics, endpoints) -> the guard class with exactly those optional methods (made once,
 #: on first use, e.g. ``GuardedLogsWatchProvider``)
-_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {(False, False, False): GuardedProvider}
+_CLASSES: dict[tuple[bool, ...], type[GuardedProvider]] = {(False, False, False, False): GuardedProvider}
 
 
 def _guard_class(capable: tuple[bool, ...]) -> type[GuardedProvider]:
@@ -329,5 +346,7 @@ def guard(provider: Provider) -> GuardedProvider:
     adapter has them, so capability checks (``isinstance``) see through it."""
     if isinstance(provider, GuardedProvider):
         return provider
-    capable = tuple(isinstance(provider, p) for p in (SupportsLogs, SupportsWatch, SupportsMetrics))
+    capable = tuple(
+        isinstance(provider, p) for p in (SupportsLogs, SupportsWatch, SupportsMetrics, SupportsEndpoints)
+    )
     return _guard_class(capable)(provider)

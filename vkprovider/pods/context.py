@@ -13,6 +13,7 @@ from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.state import PodStates
 from vkprovider.pods.tracker import DeploymentTracker
+from vkprovider.traffic.config import TrafficConfig
 from vkprovider.translate import ObjectSource
 
 TERMINAL = ("Succeeded", "Failed")
@@ -39,6 +40,14 @@ class SyncSettings:
     #: False (default, the Go library's way): only when finalizers keep the object after the
     #: delete, so a graceful deletion is two requests (the Event and the delete)
     status_before_delete: bool = False
+    #: external replicas as Service endpoints (``traffic:``); decides what ``podIP`` shows
+    traffic: TrafficConfig = field(default_factory=TrafficConfig)
+
+    def publishes(self, provider: str) -> bool:
+        """True when vkprovider publishes ``provider``'s replicas itself: their pods show no
+        ``podIP`` (the provider-side IP is not routable from the cluster) and carry a route."""
+        t = self.traffic
+        return t.publish_endpoints and provider not in t.routable_pod_ip_providers
 
 
 @dataclass

@@ -30,6 +30,7 @@ from vkprovider.pods.sync import PodSync
 from vkprovider.pods.term import Term, TermSettings
 from vkprovider.pods.tracker import DeploymentTracker
 from vkprovider.tasks import supervise
+from vkprovider.traffic.config import TrafficConfig
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class PodController:
         backoff_max_seconds: float = 60.0,
         queue_rate: float = 100.0,
         status_before_delete: bool = False,
+        traffic: TrafficConfig | None = None,
     ) -> None:
         self.kube = kube
         self.node_name = node_name
@@ -79,6 +81,7 @@ class PodController:
             backoff_max_seconds=backoff_max_seconds,
             queue_rate=queue_rate,
             status_before_delete=status_before_delete,
+            traffic=traffic or TrafficConfig(),
         )
         # Queued and written by background senders: a reconcile never waits for an Event.
         self.events = EventRecorder(kube, component="vkprovider", host=node_name, background=True)
@@ -155,6 +158,8 @@ class PodController:
                     len(term.tracker.deployments),
                 )
                 group.create_task(supervise("orphan-gc", partial(self._gc_loop, term)), name="orphan-gc")
+                if term.publisher is not None:
+                    group.create_task(supervise("endpoint-publisher", term.publisher.run), name="endpoints")
                 for index in range(self._workers):
                     group.create_task(self._worker(term), name=f"pod-worker-{index}")
         finally:

@@ -35,6 +35,8 @@ class PodRecord:
     stopped_on: str = "none"  #: the provider the deletion stopped it on
     ended: bool = True  #: the provider confirmed the deployment ended (else: grace ran out)
     outcome_written: bool = False  #: the terminal status of the deletion is out: never twice
+    #: (provider, deployment id) whose route was asked for: asked once per deployment (per term)
+    route_asked: tuple[str, str] | None = None
 
 
 class PodStates:

@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vkprovider.models import ContainerState, ContainerStatus, DeploymentStatus, Phase
+from vkprovider.traffic.route import CONDITION_ROUTE
 
 JSON = dict[str, Any]
 CONDITION_TYPES = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
 #: Our own pod condition: the pod's provider API is (un)reachable (DESIGN §4.2, issue 16).
 PROVIDER_REACHABLE = "vkprovider.io/ProviderReachable"
-OWN_CONDITIONS = frozenset((*CONDITION_TYPES, PROVIDER_REACHABLE))
+OWN_CONDITIONS = frozenset((*CONDITION_TYPES, PROVIDER_REACHABLE, CONDITION_ROUTE))
 TERMINAL_PHASES = (Phase.SUCCEEDED.value, Phase.FAILED.value)
 
 
@@ -156,6 +157,15 @@ def reachability_condition(existing: dict[str, JSON], provider: str, reachable: 
     return cond
 
 
+def route_condition(existing: dict[str, JSON], ok: bool, reason: str, message: str) -> JSON:
+    """``vkprovider.io/ServiceRoute``: whether the replica is published as a Service endpoint
+    (reason and message in both states: *where* it is published matters as much as why not)."""
+    cond = _condition(existing, CONDITION_ROUTE, ok)
+    cond["reason"] = reason
+    cond["message"] = message
+    return cond
+
+
 def build_status(
     pod: JSON,
     deployment: DeploymentStatus | None,
@@ -168,13 +178,18 @@ def build_status(
     restarts: int = 0,
     waiting: tuple[str, str] | None = None,
     reachable: bool | None = None,
+    hide_pod_ip: bool = False,
+    route: tuple[bool, str, str] | None = None,
 ) -> JSON:
     """The full pod status for ``deployment`` (None: nothing deployed yet).
 
     Conditions other writers own (``DisruptionTarget``, readiness gates …) are carried over
     unchanged: the status is written as a merge patch guarded by resourceVersion, so the list we
     send replaces the stored one and must contain them. ``reachable`` None keeps our
-    ``ProviderReachable`` condition as it is (or absent).
+    ``ProviderReachable`` condition as it is (or absent). ``hide_pod_ip`` leaves ``podIP``
+    empty (and clears one shown before), so the cluster's EndpointSlice controller skips the pod
+    (docs/virtual-node.md, *Services and traffic*); ``route`` (ok, reason, message) sets the
+    ``ServiceRoute`` condition, None keeps it as it is.
     """
     current = pod.get("status") or {}
     existing = {c["type"]: c for c in current.get("conditions") or []}
@@ -198,7 +213,7 @@ def build_status(
     running = phase == Phase.RUNNING.value
     ready = running and bool(deployment and deployment.ready) and all(c["ready"] for c in containers)
     not_ready_reason = "ContainersNotReady" if phase in ("Pending", "Running") else "PodCompleted"
-    pod_ip = (deployment.ip if deployment else None) or current.get("podIP") or ""
+    pod_ip = "" if hide_pod_ip else (deployment.ip if deployment else None) or current.get("podIP") or ""
     conditions = [
         _condition(existing, "PodScheduled", True),
         _condition(existing, "Initialized", True),
@@ -209,6 +224,10 @@ def build_status(
         conditions.append(reachability_condition(existing, provider, reachable))
     elif PROVIDER_REACHABLE in existing:
         conditions.append(existing[PROVIDER_REACHABLE])
+    if route is not None:
+        conditions.append(route_condition(existing, *route))
+    elif CONDITION_ROUTE in existing:
+        conditions.append(existing[CONDITION_ROUTE])
     conditions += [c for c in current.get("conditions") or [] if c.get("type") not in OWN_CONDITIONS]
     status: JSON = {
         "phase": phase,
@@ -225,6 +244,9 @@ def build_status(
     if pod_ip:
         status["podIP"] = pod_ip
         status["podIPs"] = [{"ip": pod_ip}]
+    elif hide_pod_ip:
+        status["podIP"] = None  # merge patch: removes an IP an earlier version (or write) showed
+        status["podIPs"] = None
     return status
 
 

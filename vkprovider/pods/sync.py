@@ -40,6 +40,7 @@ from vkprovider.pods.context import (
 from vkprovider.pods.deletion import Deletion
 from vkprovider.pods.podview import is_relevant_change, placement_context, pod_once_ran
 from vkprovider.pods.resume import Resume, restart_done, restart_intent
+from vkprovider.pods.route import Routes
 from vkprovider.pods.state import PodRecord, PodStates
 from vkprovider.pods.tracker import DeploymentTracker, Tracked
 from vkprovider.pods.update import ANNOTATION_IMAGES, InPlaceUpdate, images_of, spec_changed
@@ -86,6 +87,7 @@ class PodSync:
         self.deletion = Deletion(self._deps, self.writer)
         self.updates = InPlaceUpdate(self._deps, self.writer)
         self.resume = Resume(self._deps)  #: what an earlier term left (pods/resume.py)
+        self.routes = Routes(self._deps, events)  #: how a running replica is reached (pods/route.py)
 
     @property
     def known_uids(self) -> dict[str, str]:
@@ -265,8 +267,15 @@ class PodSync:
             return await self._terminal(pod, record, tracked)
         if spec_changed(pod):
             await self.updates.apply(pod, record, tracked)
+        route = await self.routes.verdict(pod, record, tracked)
+        annotations = {**(record.annotations or {}), **(route.annotations if route else {})}
         await self.writer.write(
-            pod, status, tracked.provider, restarts=record.restarts, annotations=record.annotations
+            pod,
+            status,
+            tracked.provider,
+            restarts=record.restarts,
+            annotations=annotations or None,
+            route=route.condition if route else None,
         )
         record.annotations = None
         return None

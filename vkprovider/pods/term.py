@@ -12,7 +12,7 @@ Nothing here does I/O until ``PodController.run`` starts its loops.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.events import EventRecorder
@@ -23,6 +23,8 @@ from vkprovider.pods.objects import ApiObjectSource
 from vkprovider.pods.queue import RetryBudget, WorkQueue
 from vkprovider.pods.sync import PodSync, SyncSettings, is_relevant_change
 from vkprovider.pods.tracker import DeploymentTracker
+from vkprovider.traffic.config import TrafficConfig
+from vkprovider.traffic.publisher import EndpointPublisher
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class TermSettings:
     backoff_max_seconds: float
     queue_rate: float  #: retries per second, overall (a key's own backoff applies too)
     status_before_delete: bool = False
+    traffic: TrafficConfig = field(default_factory=TrafficConfig)
 
 
 class Term:
@@ -63,7 +66,19 @@ class Term:
             field_selector=f"spec.nodeName={settings.node_name}",
             handler=self._on_pod,
         )
-        self.services = Informer(kube, "/api/v1/services", handler=lambda kind, old, new: None)
+        self.services = Informer(kube, "/api/v1/services", handler=self._on_service)
+        #: external replicas as Service endpoints (``traffic.publish_endpoints``); this term's own
+        self.publisher = (
+            EndpointPublisher(
+                kube,
+                settings.node_name,
+                pods=self.informer,
+                services=self.services,
+                max_per_slice=settings.traffic.max_endpoints_per_slice,
+            )
+            if settings.traffic.publish_endpoints
+            else None
+        )
         self.tracker = DeploymentTracker(
             providers,
             settings.node_name,
@@ -85,12 +100,19 @@ class Term:
                 lost_grace_seconds=settings.lost_grace_seconds,
                 status_poll_seconds=settings.status_poll_seconds,
                 status_before_delete=settings.status_before_delete,
+                traffic=settings.traffic,
             ),
         )
         #: set once this term's informers listed and its tracker polled every provider
         self.synced = False
 
+    def _on_service(self, kind: str, old: JSON | None, new: JSON) -> None:
+        if self.publisher is not None:
+            self.publisher.on_service(kind, old, new)
+
     def _on_pod(self, kind: str, old: JSON | None, new: JSON) -> None:
+        if self.publisher is not None:
+            self.publisher.on_pod(kind, old, new)
         key = object_key(new)
         uid = new["metadata"]["uid"]
         previous = (old or {}).get("metadata", {}).get("uid")

@@ -48,8 +48,10 @@ class StatusWriter:
         waiting: tuple[str, str] | None = None,
         reachable: bool | None = None,
         annotations: dict[str, str] | None = None,
+        route: tuple[bool, str, str] | None = None,
     ) -> None:
         """Write the status for ``deployment`` (and ``annotations`` in the same patch).
+        ``route`` sets the ``ServiceRoute`` condition (None: kept as shown).
         ``reachable=False`` marks the provider unreachable; otherwise a pod that shows it
         unreachable is marked reachable again."""
         uid = pod["metadata"]["uid"]
@@ -65,6 +67,8 @@ class StatusWriter:
                 restarts=restarts,
                 waiting=waiting,
                 reachable=True if reachable is None and shows_unreachable(pod) else reachable,
+                hide_pod_ip=self._deps.settings.publishes(provider),
+                route=route,
             )
             meta = pod["metadata"]
             missing = _missing(meta, annotations)

@@ -1,10 +1,16 @@
 """``timeline.png``: the chart a person would draw to explain the system.
 
-Top: inference replicas as stacked areas (local, then external per provider), the desired count
-as a dashed line, training jobs as shaded bands (through Kueue: admitted to finished, and
-hatched while queued), other timeline events as dotted lines, and the
-spend rate (from the ledgers) on a second axis. Bottom strip: the gate's state over the day.
-The x axis is the simulated clock.
+Every line comes from :func:`series`, a pure function of the recording (samples for what the
+apiserver showed, ledgers for what the providers billed), which the tests check value by value.
+
+Top: inference replicas as stacked areas: local (samples), then per provider the deployments
+its ledger was billing (so a replica still being created is counted from its create), then
+external pods no ledger entry covered yet ("being placed"); the desired count (dashed), Ready
+replicas, desired - Ready shaded red, the PDB floor (dotted); training jobs as shaded bands
+(through Kueue: admitted to finished, hatched while queued), maintenance and outage windows as
+bands, other events as dotted lines, and the spend rate (ledgers) on a second axis. Middle: the
+cumulative spend against the ideal's (the lower bound). Bottom strip: the gate's state. The x
+axis is the simulated clock.
 """
 
 from __future__ import annotations
@@ -16,17 +22,96 @@ import matplotlib
 matplotlib.use("Agg")
 
 import itertools
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from vkprovider.sim.costs import spend_rate
-from vkprovider.sim.record import Recording
+from vkprovider.sim.ideal import policies
+from vkprovider.sim.record import LedgerEntry, Recording
 from vkprovider.sim.scenario import Scenario
 
 LOCAL_COLOUR = "#2e8b57"
 PROVIDER_COLOURS = ["#f39c12", "#d35400", "#c0392b", "#8e44ad", "#7f8c8d"]
-EVENT_LABELS = {"capacity": "capacity", "outage-start": "outage", "cordon": "cordon", "scale": "scale"}
+PLACING_COLOUR = "#95a5a6"
+SHORT_COLOUR = "#e74c3c"
+EVENT_LABELS = {"capacity": "capacity", "scale": "scale"}
+#: (start kind, end kind, label, colour) of the windows drawn as bands
+WINDOWS = (
+    ("cordon", "uncordon", "maintenance", "#7f8c8d"),
+    ("outage-start", "outage-end", "outage", "#c0392b"),
+)
+
+
+class EmptyRecording(ValueError):
+    """Nothing was sampled during the day: there is no chart to draw."""
+
+
+@dataclass
+class Series:
+    """Everything the chart draws, one value per sample of the day."""
+
+    hours: list[float] = field(default_factory=list)  #: simulated clock
+    local: list[int] = field(default_factory=list)
+    external: dict[str, list[int]] = field(default_factory=dict)  #: provider -> billing deployments
+    placing: list[int] = field(default_factory=list)  #: external pods beyond the ledgers' entries
+    desired: list[int] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+    floor: list[int] = field(default_factory=list)  #: sum of the PDB floors at the desired counts
+    spend_rate: list[float] = field(default_factory=list)  #: $/h, ledgers
+    spent: list[float] = field(default_factory=list)  #: simulated $ so far, ledgers
+    ideal_spent: list[float] = field(default_factory=list)  #: simulated $ so far, the ideal
+    windows: list[tuple[str, str, float, float]] = field(default_factory=list)  #: (label, subject, x0, x1)
+
+
+def _billed(s: Scenario, entries: list[LedgerEntry], start: float, t: float) -> float:
+    """Simulated money the entries billed from ``start`` to ``t``."""
+    total = 0.0
+    for e in entries:
+        stop = t if e.ended_at is None else min(e.ended_at, t)
+        total += e.price_per_hour * max(0.0, stop - max(e.started_at, start)) / 3600.0
+    return total * s.scale
+
+
+def series(s: Scenario, rec: Recording) -> Series:
+    samples = [x for x in rec.samples if rec.day_start <= x.t <= max(rec.day_end, rec.day_start)]
+    if not samples:
+        raise EmptyRecording("no samples during the day: nothing to draw")
+    out = Series(hours=[_hours(s, rec, x.t) for x in samples])
+    entries = [e for es in rec.ledgers.values() for e in es]
+    ideal = policies(s, rec.samples, rec.actions, rec.day_start, rec.day_end)[0].cumulative
+    for x in samples:
+        out.local.append(sum(w.local for w in x.workloads.values()))
+        billing = 0
+        for p in s.providers:
+            n = sum(1 for e in rec.ledgers.get(p.name, []) if e.open_at(x.t))
+            out.external.setdefault(p.name, []).append(n)
+            billing += n
+        out.placing.append(max(0, sum(w.external for w in x.workloads.values()) - billing))
+        out.desired.append(sum(w.desired for w in x.workloads.values()))
+        out.ready.append(sum(w.ready for w in x.workloads.values()))
+        out.floor.append(
+            sum(
+                w.pdb.floor(x.workloads[w.name].desired)
+                for w in s.workloads
+                if w.pdb is not None and w.name in x.workloads
+            )
+        )
+        out.spend_rate.append(spend_rate(rec.ledgers, x.t))
+        out.spent.append(_billed(s, entries, rec.day_start, x.t))
+        out.ideal_spent.append(next((m for t, m in reversed(ideal) if t <= x.t), 0.0))
+    for start, end, label, _ in WINDOWS:
+        opened: dict[str, float] = {}
+        for a in sorted(rec.actions, key=lambda a: a.t):
+            if a.kind == start:
+                opened[a.subject] = a.t
+            elif a.kind == end and a.subject in opened:
+                t0 = opened.pop(a.subject)
+                out.windows.append((label, a.subject, _hours(s, rec, t0), _hours(s, rec, a.t)))
+        for subject, t0 in opened.items():
+            out.windows.append((label, subject, _hours(s, rec, t0), _hours(s, rec, max(rec.day_end, t0))))
+    return out
 
 
 def _hours(s: Scenario, rec: Recording, t: float) -> float:
@@ -53,25 +138,51 @@ def _queued(rec: Recording) -> list[tuple[str, float, float]]:
 
 
 def draw(s: Scenario, rec: Recording, path: Path) -> None:
-    samples = [x for x in rec.samples if x.t >= rec.day_start]
-    fig, (ax, gate_ax) = plt.subplots(
-        2, 1, figsize=(14, 7.5), dpi=110, sharex=True, gridspec_kw={"height_ratios": [6, 1]}
+    data = series(s, rec)
+    samples = [x for x in rec.samples if rec.day_start <= x.t <= max(rec.day_end, rec.day_start)]
+    fig, (ax, money_ax, gate_ax) = plt.subplots(
+        3, 1, figsize=(14, 9.5), dpi=110, sharex=True, gridspec_kw={"height_ratios": [6, 2.2, 0.8]}
     )
-    xs = [_hours(s, rec, x.t) for x in samples]
+    xs = data.hours
     providers = [p.name for p in s.providers]
-    local = [sum(w.local for w in x.workloads.values()) for x in samples]
-    external = [[x.external_by_provider.get(p, 0) for x in samples] for p in providers]
-    desired = [sum(w.desired for w in x.workloads.values()) for x in samples]
-    ready = [sum(w.ready for w in x.workloads.values()) for x in samples]
-    labels = ["local replicas"] + [f"external: {p}" for p in providers]
-    colours = [LOCAL_COLOUR, *PROVIDER_COLOURS[: len(providers)]]
-    if samples:
-        ax.stackplot(xs, local, *external, labels=labels, colors=colours, alpha=0.85, step="post")
+    labels = ["local replicas"] + [f"external: {p} (billing)" for p in providers] + ["external: being placed"]
+    colours = [LOCAL_COLOUR, *PROVIDER_COLOURS[: len(providers)], PLACING_COLOUR]
+    stacks = [data.local, *(data.external[p] for p in providers), data.placing]
+    ax.stackplot(xs, *stacks, labels=labels, colors=colours, alpha=1.0, step="post", zorder=2)
+    ax.fill_between(
+        xs,
+        data.ready,
+        data.desired,
+        where=[r < d for r, d in zip(data.ready, data.desired, strict=True)],
+        step="post",
+        facecolor=SHORT_COLOUR,
+        alpha=0.35,
+        zorder=3,
+        label="desired - Ready (short)",
+    )
+    ax.step(
+        xs,
+        data.desired,
+        where="post",
+        color="black",
+        linestyle="--",
+        linewidth=1.2,
+        label="desired",
+        zorder=4,
+    )
+    ax.step(xs, data.ready, where="post", color="#1b2631", linewidth=1.0, label="Ready replicas", zorder=4)
+    if any(data.floor):
         ax.step(
-            xs, desired, where="post", color="black", linestyle="--", linewidth=1.2, label="desired replicas"
+            xs,
+            data.floor,
+            where="post",
+            color=SHORT_COLOUR,
+            linestyle=":",
+            linewidth=1.4,
+            label="PDB floor",
+            zorder=4,
         )
-        ax.step(xs, ready, where="post", color="#1b2631", linewidth=1.0, label="Ready replicas")
-    top = max([*desired, 1]) * 1.35
+    top = max([*data.desired, *(sum(v) for v in zip(*stacks, strict=True)), 1]) * 1.35
     for i, (name, t0, t1) in enumerate(_bands(rec)):
         x0, x1 = _hours(s, rec, t0), _hours(s, rec, t1)
         ax.axvspan(x0, x1, color="#3498db", alpha=0.15, zorder=0)
@@ -87,6 +198,21 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
         x0, x1 = _hours(s, rec, t0), _hours(s, rec, t1)
         ax.axvspan(x0, x1, facecolor="none", edgecolor="#3498db", hatch="//", alpha=0.35, zorder=0)
         ax.text((x0 + x1) / 2, top * 0.7, f"{name} queued", ha="center", va="top", fontsize=8)
+    window_colour = {label: colour for _, _, label, colour in WINDOWS}
+    for label, subject, x0, x1 in data.windows:
+        for axis in (ax, money_ax):
+            axis.axvspan(
+                x0, x1, facecolor="none", edgecolor=window_colour[label], hatch="\\\\", alpha=0.5, zorder=1
+            )
+        ax.text(
+            x0,
+            top * 0.76,
+            f" {label} {subject}",
+            rotation=90,
+            fontsize=8,
+            va="top",
+            color=window_colour[label],
+        )
     for a in rec.actions:
         if a.kind in EVENT_LABELS:
             x = _hours(s, rec, a.t)
@@ -94,11 +220,15 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             ax.text(x, top * 0.82, f" {EVENT_LABELS[a.kind]} {a.subject}", rotation=90, fontsize=8, va="top")
     ax.set_ylim(0, top)
     ax.set_ylabel("inference replicas")
-    ax.set_title(f"{s.name}: inference replicas, training, gate and spend over the simulated day", pad=34)
+    ax.set_title(f"{s.name}: inference replicas, training, gate and spend over the simulated day", pad=64)
     spend_ax = ax.twinx()
-    spend = [spend_rate(rec.ledgers, x.t) for x in samples]
     spend_ax.step(
-        xs, spend, where="post", color="#6c3483", linewidth=2, label="external spend rate ($/h, ledgers)"
+        xs,
+        data.spend_rate,
+        where="post",
+        color="#6c3483",
+        linewidth=2,
+        label="external spend rate ($/h, ledgers)",
     )
     if any(x.service_spend_rate is not None for x in samples):
         own = [x.service_spend_rate or 0.0 for x in samples]
@@ -112,7 +242,7 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             label="vkprovider's own spend account",
         )
     spend_ax.set_ylabel("external spend ($/h)")
-    spend_ax.set_ylim(0, max([*spend, 1.0]) * 1.6)
+    spend_ax.set_ylim(0, max([*data.spend_rate, 1.0]) * 1.6)
     handles, names = ax.get_legend_handles_labels()
     spend_handles, spend_names = spend_ax.get_legend_handles_labels()
     handles += [Patch(color="#3498db", alpha=0.15), *spend_handles]
@@ -121,15 +251,32 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
     if _queued(rec):
         handles.append(Patch(facecolor="none", edgecolor="#3498db", hatch="//", alpha=0.35))
         names.append("training queued in Kueue")
+    for label in sorted({w[0] for w in data.windows}):
+        handles.append(Patch(facecolor="none", edgecolor=window_colour[label], hatch="\\\\"))
+        names.append(f"{label} window")
     ax.legend(
         handles,
         names,
         loc="lower center",
         bbox_to_anchor=(0.5, 1.0),
         fontsize=8,
-        ncol=(len(names) + 1) // 2,
+        ncol=(len(names) + 2) // 3,
         frameon=False,
     )
+
+    money_ax.step(xs, data.spent, where="post", color="#6c3483", linewidth=2, label="spent so far (ledgers)")
+    money_ax.step(
+        xs,
+        data.ideal_spent,
+        where="post",
+        color="#1b2631",
+        linestyle="--",
+        linewidth=1.2,
+        label="the ideal (lower bound)",
+    )
+    money_ax.set_ylabel("cumulative $")
+    money_ax.set_ylim(0, max([*data.spent, *data.ideal_spent, 1.0]) * 1.15)
+    money_ax.legend(loc="upper left", fontsize=8, frameon=False)
 
     gate_running = rec.components.get("gate", False)
     for here, after in itertools.pairwise(samples):
@@ -143,7 +290,7 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
         [Patch(color=LOCAL_COLOUR), Patch(color="#e67e22"), Patch(color="#bdc3c7")],
         ["taint on: local GPUs free, new pods stay home", "taint off: bursting allowed", "no gate running"],
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.55),
+        bbox_to_anchor=(0.5, -0.9),
         ncol=3,
         fontsize=8,
     )

@@ -1,16 +1,10 @@
-"""Money: what the providers billed (from their ledgers) and two baselines from the same run.
+"""Money: what the providers billed (from their ledgers), and the policies of
+:mod:`vkprovider.sim.ideal` (the lower bound and the counterfactuals) over the same day.
 
 All pure. Ledger times are real seconds; the simulated day runs ``scale`` times faster, so a
 real second billed at ``price_per_hour`` costs ``scale`` simulated seconds of that price. Money
 and GPU-hours in the report are *simulated-day* figures (ledger money x scale); the raw ledger
 sum is kept as well so it can be checked against the ledgers directly.
-
-Baselines, integrated over the samples of the day:
-
-- **all external**: every inference GPU the workloads asked for (desired replicas x GPUs), on the
-  providers all day, cheapest first within each provider's capacity at that time;
-- **external only when full**: only the GPUs that did not fit next to training on the local
-  nodes that were really schedulable (``desired - (local - training)``), priced the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from vkprovider.sim.ideal import Policy, policies
 from vkprovider.sim.record import Action, LedgerEntry, Sample
 from vkprovider.sim.scenario import Scenario
 
@@ -32,17 +27,9 @@ class ProviderCost:
 
 
 @dataclass
-class Baseline:
-    name: str
-    gpu_hours: float = 0.0
-    money: float = 0.0
-    overflow_gpu_hours: float = 0.0  #: demand beyond every provider's capacity (priced at the dearest)
-
-
-@dataclass
 class Costs:
     providers: list[ProviderCost] = field(default_factory=list)
-    baselines: list[Baseline] = field(default_factory=list)
+    policies: list[Policy] = field(default_factory=list)  #: ideal first, then the counterfactuals
 
     @property
     def total(self) -> ProviderCost:
@@ -69,61 +56,6 @@ def provider_costs(s: Scenario, ledgers: dict[str, list[LedgerEntry]], until: fl
     return out
 
 
-def capacity_at(s: Scenario, actions: list[Action], t: float) -> dict[str, int]:
-    """Each provider's instance limit at ``t``: configured, then as capacity events set it."""
-    limits = {p.name: p.capacity for p in s.providers}
-    for action in sorted(actions, key=lambda a: a.t):
-        if action.t > t:
-            break
-        if action.kind == "capacity" and action.value is not None:
-            limits[action.subject] = int(action.value)
-    return limits
-
-
-def fill_rate(s: Scenario, gpus: float, limits: dict[str, int]) -> tuple[float, float]:
-    """($/h, overflow GPUs) to run ``gpus`` on the providers, cheapest per GPU first."""
-    offers = sorted(s.providers, key=lambda p: (p.price_per_hour / p.gpus, p.name))
-    rate, left = 0.0, float(gpus)
-    for p in offers:
-        take = min(left, limits.get(p.name, p.capacity) * p.gpus)
-        rate += take * p.price_per_hour / p.gpus
-        left -= take
-    if left > 0:
-        dearest = max(p.price_per_hour / p.gpus for p in s.providers)
-        rate += left * dearest
-    return rate, max(0.0, left)
-
-
-def demand(s: Scenario, sample: Sample) -> tuple[int, int]:
-    """(inference GPUs wanted, GPUs held or claimed by training pods) at a sample."""
-    inference = sum(w.desired * s.workload(name).gpus for name, w in sample.workloads.items())
-    training = 0
-    for _, t in s.trainings():
-        ts = sample.training.get(t.name)
-        if ts is not None:
-            training += ts.gpus + ts.pending * s.gpus_per_pod(t)
-    return inference, training
-
-
-def baselines(
-    s: Scenario, samples: list[Sample], actions: list[Action], start: float, end: float
-) -> list[Baseline]:
-    everything = Baseline("everything external all day")
-    when_full = Baseline("external only while local GPUs were really full")
-    window = [x for x in samples if start <= x.t <= end]
-    for here, after in itertools.pairwise(window):
-        hours = (after.t - here.t) * s.scale / 3600.0
-        limits = capacity_at(s, actions, here.t)
-        inference, training = demand(s, here)
-        need_full = max(0, inference - max(0, here.local_gpus - training))
-        for base, need in ((everything, inference), (when_full, need_full)):
-            rate, overflow = fill_rate(s, need, limits)
-            base.gpu_hours += need * hours
-            base.money += rate * hours
-            base.overflow_gpu_hours += overflow * hours
-    return [everything, when_full]
-
-
 def costs(
     s: Scenario,
     ledgers: dict[str, list[LedgerEntry]],
@@ -134,7 +66,7 @@ def costs(
     end: float,
     until: float,
 ) -> Costs:
-    return Costs(provider_costs(s, ledgers, until), baselines(s, samples, actions, start, end))
+    return Costs(provider_costs(s, ledgers, until), policies(s, samples, actions, start, end))
 
 
 def service_money(s: Scenario, samples: list[Sample], start: float, end: float) -> float | None:

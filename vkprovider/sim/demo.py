@@ -3,8 +3,9 @@
 ``up [--scenario FILE]`` validates the scenario (default ``deploy/examples/scenarios/krea-day.yaml``;
 a bad field stops here, before anything starts), runs it (vkprovider.sim.runner) with a live
 view on stderr, prints where the report is and its cost table and invariants, and leaves
-everything running: the last line on stdout is ``export KUBECONFIG=... PATH=...``. ``down``
-stops every process it started, by PID.
+everything running: the last line on stdout is ``export KUBECONFIG=... PATH=...``. It exits 3
+when an invariant broke (every invariant is part of the verdict), naming each on stderr, so a
+CI job or a script notices. ``down`` stops every process it started, by PID.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from vkprovider.sim.scenario import ScenarioError, load_scenario
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SCENARIO = REPO / "deploy" / "examples" / "scenarios" / "krea-day.yaml"
 CLUSTER_NAME = "demo"
+BROKEN = 3  #: exit status of a run whose report's verdict names a broken invariant
 ADMIN_PORT = 10255
 
 
@@ -35,7 +37,9 @@ def _summary(folder: Path) -> str:
     """The report's cost table and invariants, for the terminal."""
     text = (folder / "report.md").read_text()
     start = text.find("## Cost per provider")
-    return text[start:].split("Files:")[0].strip() if start >= 0 else text
+    verdict = next((line for line in text.splitlines() if line.startswith("**Verdict")), "")
+    body = text[start:].split("Files:")[0].strip() if start >= 0 else text
+    return f"{verdict}\n\n{body}"
 
 
 async def up(scenario_path: Path) -> int:
@@ -51,10 +55,11 @@ async def up(scenario_path: Path) -> int:
         f"logs: {result.stack.logs}   admin API: {result.stack.admin_url}/state   "
         "stop everything with: make demo-down"
     )
-    if not invariants.ok:
-        _say("WARNING: an invariant was broken in this run (see the report's Invariants section)")
     # The same line as `make cluster-up`: kubectl is the pinned v1.36 client, not the machine's.
     print(f"export KUBECONFIG={result.stack.cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH")
+    if not invariants.ok:
+        _say("error: invariants broken in this run: " + "; ".join(invariants.broken))
+        return BROKEN
     return 0
 
 

@@ -58,13 +58,13 @@ class LiveView:
     def say(self, message: str) -> None:
         """A line outside the panel (start-up progress)."""
         if self.enabled:
-            self.console.print(message, highlight=False, soft_wrap=True)
+            self.console.print(message, highlight=False, markup=False, soft_wrap=True)
 
     def event(self, change: Change) -> None:
         line = f"{sim_clock(self.s, self.day_start, change.t)}  {change.kind:<14} {change.subject:<12} {change.detail}"
         self.events.append(line)
         if self.enabled and self._live is None:
-            self.console.print(line, highlight=False, soft_wrap=True)
+            self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def update(self, sample: Sample, spent: float) -> None:
         self.sample, self.spent = sample, spent
@@ -72,7 +72,7 @@ class LiveView:
             self._live.update(self._render())
         elif self.enabled and sample.t - self._last_status >= STATUS_EVERY_SECONDS:
             self._last_status = sample.t
-            self.console.print(self._status_line(sample), highlight=False, soft_wrap=True)
+            self.console.print(self._status_line(sample), highlight=False, markup=False, soft_wrap=True)
 
     def _status_line(self, sample: Sample) -> str:
         local = sum(w.local for w in sample.workloads.values())

@@ -17,7 +17,14 @@ from vkprovider.kube.errors import KubeNotFound
 from vkprovider.sim import kueue
 from vkprovider.sim.ledger import LedgerReader
 from vkprovider.sim.manifests import GPU, POOL_LABEL, POOL_VALUE, TRAINING_LABEL, WORKLOAD_LABEL
-from vkprovider.sim.record import Admission, LedgerEntry, Sample, TrainingSample, WorkloadSample
+from vkprovider.sim.record import (
+    Admission,
+    LedgerEntry,
+    NodeSample,
+    Sample,
+    TrainingSample,
+    WorkloadSample,
+)
 from vkprovider.sim.scenario import Scenario
 
 JSON = dict[str, Any]
@@ -74,16 +81,25 @@ def sample_from(
     virtual = next((n for n in nodes if n["metadata"]["name"] == virtual_node), None)
     sample = Sample(t=t)
     sample.workloads = {w.name: WorkloadSample() for w in s.workloads}
+    sample.virtual_pod_uids = []
     sample.training = {tr.name: TrainingSample() for _, tr in s.trainings()}
     for d in deployments:
         name = d["metadata"]["name"]
         if name in sample.workloads:
             sample.workloads[name].desired = int(d["spec"].get("replicas") or 0)
+    for name, n in sorted(local_nodes.items()):
+        sample.nodes[name] = NodeSample(
+            gpus=int(((n.get("status") or {}).get("allocatable") or {}).get(GPU) or 0),
+            ready=_ready(n),
+            cordoned=not schedulable(n),
+        )
     for pod in pods:
+        node = pod["spec"].get("nodeName") or ""
+        if node == virtual_node and (uid := pod["metadata"].get("uid")):
+            sample.virtual_pod_uids.append(uid)  # terminating and finished ones too: they still exist
         if not live(pod):
             continue
         labels = pod["metadata"].get("labels") or {}
-        node = pod["spec"].get("nodeName") or ""
         if node in local_nodes:
             sample.local_gpus_used += _gpus(pod)
         if (name := labels.get(WORKLOAD_LABEL)) in sample.workloads:
@@ -91,6 +107,8 @@ def sample_from(
             if node == virtual_node:
                 w.external += 1
                 w.ready_external += _ready(pod)
+                if _ready(pod):
+                    w.ready_external_uids.append(pod["metadata"].get("uid", ""))
                 provider = (pod["metadata"].get("annotations") or {}).get(PROVIDER_ANNOTATION, "?")
                 sample.external_by_provider[provider] = sample.external_by_provider.get(provider, 0) + 1
             elif node:
@@ -103,6 +121,8 @@ def sample_from(
             if node:
                 tr.running += 1
                 tr.gpus += _gpus(pod)
+                if node in sample.nodes:
+                    sample.nodes[node].training_gpus += _gpus(pod)
             else:
                 tr.pending += 1
     for name, node in sorted(local_nodes.items()):
@@ -172,6 +192,7 @@ class Observer:
 
     async def sample(self) -> Sample:
         ns = self.s.namespace
+        pods_at = time.time()
         pods = (await self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods"))["items"]
         extra: dict[str, Any] = {}
         if self.s.training.kueue:
@@ -196,4 +217,5 @@ class Observer:
             **extra,
         )
         sample.service_spend_rate = service_rate
+        sample.pods_at = pods_at
         return sample

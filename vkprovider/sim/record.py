@@ -19,6 +19,8 @@ class WorkloadSample:
     pending: int = 0  #: not yet scheduled
     ready_local: int = 0
     ready_external: int = 0
+    #: UIDs of the Ready external pods, to check them against the ledgers' serving entries
+    ready_external_uids: list[str] = field(default_factory=list)
 
     @property
     def ready(self) -> int:
@@ -34,6 +36,16 @@ class TrainingSample:
 
 
 @dataclass
+class NodeSample:
+    """One local node: what the ideal baseline packs replicas into (fragmentation included)."""
+
+    gpus: int = 0  #: allocatable
+    ready: bool = True
+    cordoned: bool = False  #: unschedulable (or hard-tainted): running pods stay, none are added
+    training_gpus: int = 0  #: GPUs of training pods bound to it
+
+
+@dataclass
 class Sample:
     t: float  #: unix seconds
     workloads: dict[str, WorkloadSample] = field(default_factory=dict)
@@ -46,6 +58,13 @@ class Sample:
     spend_rate: float = 0.0  #: $/h of the providers' open ledger entries at ``t`` (live view)
     service_spend_rate: float | None = None  #: $/h vkprovider itself accounts (admin /state budgets)
     queue_gpus: int | None = None  #: the ClusterQueue's local GPU quota (training via Kueue)
+    nodes: dict[str, NodeSample] = field(default_factory=dict)  #: local nodes
+    #: UIDs of every pod bound to the virtual node (terminating ones too): a ledger entry billing
+    #: for a UID not here is an orphan at ``t``
+    virtual_pod_uids: list[str] | None = None
+    #: unix seconds the pod list was requested (``t`` is taken after every read): a pod's state is
+    #: from between the two, so a ledger entry ending in between did not make its pod a ghost
+    pods_at: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
@@ -61,6 +80,9 @@ class Sample:
             spend_rate=float(data.get("spend_rate", 0.0)),
             service_spend_rate=data.get("service_spend_rate"),
             queue_gpus=data.get("queue_gpus"),
+            nodes={k: NodeSample(**v) for k, v in data.get("nodes", {}).items()},
+            virtual_pod_uids=data.get("virtual_pod_uids"),
+            pods_at=data.get("pods_at"),
         )
 
 

@@ -15,9 +15,11 @@ from typing import Any
 
 from vkprovider.sim import chart
 from vkprovider.sim.costs import Costs, costs, ledger_money_between, service_money
+from vkprovider.sim.ideal import Policy
 from vkprovider.sim.invariants import Invariants, invariants
 from vkprovider.sim.record import Admission, Recording
 from vkprovider.sim.scenario import Scenario, parse_scenario
+from vkprovider.sim.service_config import serve_config
 from vkprovider.sim.timeline import changes, events_csv, sim_clock
 
 
@@ -77,7 +79,7 @@ def compute(rec: Recording) -> tuple[Scenario, Costs, Invariants]:
 def markdown(rec: Recording) -> str:
     s, c, inv = compute(rec)
     total = c.total
-    lines = [f"# Simulation report: {s.name}", "", s.description.strip(), ""]
+    lines = [f"# Simulation report: {s.name}", "", verdict(inv), "", s.description.strip(), ""]
     gpus = s.fleet.nodes * s.fleet.gpus_per_node
     lines += [
         f"- Day: {s.clock.day / 3600:g} h simulated in {s.clock.real_seconds:g} s of wall time "
@@ -102,6 +104,8 @@ def markdown(rec: Recording) -> str:
     if not rec.components.get("descheduler", False):
         lines.append("  (without the descheduler nothing brings external replicas home: expect extra spend)")
     lines += [f"- {note}" for note in rec.notes]
+    if not any(rec.day_start <= x.t <= rec.day_end for x in rec.samples):
+        lines.append("- **no samples during the day**: no chart, and nothing below was observed")
     failed = [a for a in rec.actions if a.kind == "error"]
     lines += [f"- **timeline step failed**: {a.subject}: {a.detail}" for a in failed]
     lines += ["", "## Timeline", "", "| at | event |", "|---|---|"]
@@ -124,36 +128,105 @@ def markdown(rec: Recording) -> str:
         "",
         _service_line(rec, s),
         "",
-        "## Against two baselines from the same run",
-        "",
-        "| | external GPU-hours | cost | this run against it |",
-        "|---|---:|---:|---:|",
-        f"| this run | {total.gpu_hours:.1f} | ${total.money:,.2f} | |",
+        *policy_section(s, c, inv),
+        *availability_section(s, inv),
     ]
-    for b in c.baselines:
-        saved = b.money - total.money
-        share = f" ({abs(saved) / b.money:.0%})" if b.money else ""
-        verdict = f"${abs(saved):,.2f}{share} {'less' if saved >= 0 else 'more'}"
-        overflow = f" (incl. {b.overflow_gpu_hours:.1f} beyond capacity)" if b.overflow_gpu_hours else ""
-        lines.append(f"| {b.name} | {b.gpu_hours:.1f}{overflow} | ${b.money:,.2f} | {verdict} |")
+    if s.training.kueue:
+        lines += admission_section(s, rec)
+    lines += resolution_section(s)
     lines += [
         "",
-        "## Invariants",
+        "Files: `timeline.png`, `events.csv` (every state change), `recording.json` (raw samples), `report.json`.",
         "",
-        "| workload | PDB floor | min Ready | below floor (all day) | below floor outside preemption/scale-up | lost |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for w in inv.workloads:
+    return "\n".join(lines)
+
+
+def verdict(inv: Invariants) -> str:
+    """The first thing the report says: whether every invariant held, and if not, which broke."""
+    if inv.ok:
+        return "**Verdict: every invariant held** (availability, PDB floors, ghost-Ready, orphans, duplicates, gang)."
+    return "**Verdict: BROKEN** — " + "; ".join(inv.broken) + ". `make demo` exits 3."
+
+
+def _against(run: float, policy: Policy) -> str:
+    saved = policy.money - run
+    if abs(saved) < 0.005:
+        return "equal"
+    share = f" ({abs(saved) / policy.money:.0%})" if policy.money else ""
+    return f"${abs(saved):,.2f}{share} {'less' if saved > 0 else 'more'}"
+
+
+def policy_section(s: Scenario, c: Costs, inv: Invariants) -> list[str]:
+    """This run against the ideal and the counterfactuals of the same day, each defined below."""
+    total = c.total
+    short = sum(w.short_replica_minutes for w in inv.workloads) / 60.0
+    lines = [
+        "## This run against the ideal and the counterfactuals of the same day",
+        "",
+        "| policy | external GPU-hours | cost | replica-hours short | lowest Ready | this run against it |",
+        "|---|---:|---:|---:|---|---:|",
+        f"| **this run** | {total.gpu_hours:.1f} | ${total.money:,.2f} | {short:.1f} | "
+        + ", ".join(f"{w.workload} {w.min_ready} (floor {w.floor})" for w in inv.workloads)
+        + " | |",
+    ]
+    for p in c.policies:
+        down = p.unserved_replica_hours + p.not_ready_replica_hours
+        lowest = ", ".join(f"{n} {v}" for n, v in p.min_ready.items()) if p.min_ready else "—"
         lines.append(
-            f"| {w.workload} | {w.floor} | {w.min_ready} | {w.below_floor_seconds / 60:.0f} min | "
-            f"{w.below_floor_unexcused_seconds / 60:.0f} min | {w.lost} |"
+            f"| {p.name} | {p.gpu_hours:.1f} | ${p.money:,.2f} | {down:.1f} | {lowest} | "
+            f"{_against(total.money, p)} |"
         )
     lines += [
         "",
-        f"- pods lost: **{inv.lost}** (replicas still missing {s.lost_after:.0f} s = "
+        "- **this run**: the ledgers (table above); short = desired - Ready replicas, start-ups included",
+    ]
+    lines += [f"- **{p.name}**: {p.definition}" for p in c.policies]
+    ideal = c.policies[0]
+    if total.money < ideal.money - 0.005:
+        lines.append(
+            "- this run cost less than the ideal: it served fewer replicas (see replica-hours short), or kept "
+            "an instance through a capacity cut or an outage that it needed again (the ideal has no foresight)"
+        )
+    return [*lines, ""]
+
+
+def availability_section(s: Scenario, inv: Invariants) -> list[str]:
+    lines = [
+        "## Availability and invariants",
+        "",
+        "| workload | PDB floor | min Ready | replica-min short | below floor (all day) | below floor, unexcused "
+        "| ghost-Ready replica-min | lost |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w in inv.workloads:
+        lines.append(
+            f"| {w.workload} | {w.floor} | {w.min_ready} | {w.short_replica_minutes:.0f} | "
+            f"{w.below_floor_minutes:.0f} min | **{w.below_floor_unexcused_minutes:.0f} min** | "
+            f"**{w.ghost_ready_replica_minutes:.0f}** | **{w.lost}** |"
+        )
+    lines += [
+        "",
+        f"Excuse windows: after a disruption that touched a workload (its scale action or a rise of its desired "
+        "count; a training start or "
+        f"admission after which it lost local replicas), {s.excuse_seconds:.1f} s = "
+        f"{s.sim(s.excuse_seconds) / 60:.0f} simulated min (the slowest start-up {s.startup_seconds:.1f} s + "
+        f"slack {s.slack_seconds:.1f} s). Ghost-Ready: a Ready external pod whose ledger entry was not serving "
+        "(created + start-up + model load, not ended).",
+    ]
+    for w in inv.workloads:
+        if w.excuses:
+            spans = ", ".join(f"{why}" for _, _, why in w.excuses)
+            lines.append(f"- {w.workload} excused {len(w.excuses)}x: {spans}")
+    lines += [
+        "",
+        f"- pods lost: **{inv.lost}** (replicas still missing {s.lost_after:.1f} s = "
         f"{s.sim(s.lost_after) / 60:.0f} simulated min after a workload fell short)",
         f"- orphaned deployments at the end: **{len(inv.orphans)}**"
         + (f" ({', '.join(inv.orphans)})" if inv.orphans else ""),
+        f"- orphans during the day (billing while their pod did not exist, every sample): "
+        f"**{inv.orphan_minutes:.0f} deployment-min, ${inv.orphan_money:,.2f}**"
+        + (f" ({', '.join(inv.orphans_seen)})" if inv.orphans_seen else ""),
         f"- duplicate deployments (one pod UID billed twice at once): **{len(inv.duplicates)}**"
         + (f" ({'; '.join(inv.duplicates)})" if inv.duplicates else ""),
         f"- pod UIDs deployed again after an earlier deployment ended: {len(inv.redeployed)}",
@@ -163,13 +236,45 @@ def markdown(rec: Recording) -> str:
             "- gang admission (no training pod before its Job was admitted, none while queued): "
             f"**{len(inv.gang)}** violations" + (f" ({'; '.join(inv.gang)})" if inv.gang else "")
         )
-        lines += admission_section(s, rec)
-    lines += [
-        "",
-        "Files: `timeline.png`, `events.csv` (every state change), `recording.json` (raw samples), `report.json`.",
-        "",
+    return lines
+
+
+def resolution_section(s: Scenario) -> list[str]:
+    """What one real second is on the simulated clock: every fixed wall-clock interval of the run
+    is that many simulated minutes of the day, and of billing."""
+    config = serve_config(s, {}, Path("kubeconfig"), 0)
+    rows: list[tuple[str, float]] = [
+        ("sampling (runtime.sample_seconds)", s.runtime.sample_seconds),
+        ("apiserver timestamps (Job, pod, Workload)", 1.0),
+        ("vkprovider status poll (pods.status_poll_seconds)", config["pods"]["status_poll_seconds"]),
+        ("vkprovider lost grace (pods.lost_grace_seconds)", config["pods"]["lost_grace_seconds"]),
+        ("vkprovider orphan GC (pods.orphan_gc_seconds)", config["pods"]["orphan_gc_seconds"]),
+        ("offer refresh (placement.offer_refresh_seconds)", config["placement"]["offer_refresh_seconds"]),
+        ("node status update (node.status_update_seconds)", config["node"]["status_update_seconds"]),
+        ("Descheduler run (runtime.descheduler_interval_seconds)", s.runtime.descheduler_interval_seconds),
     ]
-    return "\n".join(lines)
+    gate = config.get("gate")
+    if gate:
+        rows += [
+            ("gate interval (gate.interval_seconds)", float(gate["interval_seconds"])),
+            ("gate dwell (gate.dwell_seconds)", float(gate["dwell_seconds"])),
+            ("gate min flip interval", float(gate["min_flip_interval_seconds"])),
+        ]
+    if s.training.kueue:
+        rows.append(("quota sync (training.quota_sync_seconds)", s.training.quota_sync_seconds))
+    rows += [("excuse window (start-up + slack)", s.excuse_seconds), ("lost after", s.lost_after)]
+    lines = [
+        "",
+        "## Time resolution",
+        "",
+        f"The control loops run in wall time while the day runs x{s.scale:g}: each fixed real interval "
+        "below is that many simulated minutes of the day (and of billing, when a loop is what ends an instance).",
+        "",
+        "| what | real seconds | simulated minutes |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {what} | {real:g} | {s.sim(real) / 60:.1f} |" for what, real in rows]
+    return lines
 
 
 def admission_section(s: Scenario, rec: Recording) -> list[str]:
@@ -245,11 +350,15 @@ def summary(rec: Recording) -> dict[str, Any]:
         "ledger_source": rec.ledger_source,
         "providers": [asdict(p) for p in c.providers],
         "total": asdict(c.total),
-        "baselines": [asdict(b) for b in c.baselines],
+        "policies": [{k: v for k, v in asdict(p).items() if k != "cumulative"} for p in c.policies],
+        "verdict": {"ok": inv.ok, "broken": inv.broken},
         "service_money": service_money(s, rec.samples, rec.day_start, rec.day_end),
         "invariants": {
             "lost": inv.lost,
             "orphans": inv.orphans,
+            "orphan_minutes": inv.orphan_minutes,
+            "orphan_money": inv.orphan_money,
+            "orphans_seen": inv.orphans_seen,
             "duplicates": inv.duplicates,
             "workloads": [asdict(w) for w in inv.workloads],
             "gang": inv.gang,
@@ -272,7 +381,10 @@ def write(rec: Recording, folder: Path) -> Path:
         events_csv(s, rec.day_start, changes(rec.samples, rec.actions, rec.ledgers))
     )
     (folder / "report.json").write_text(json.dumps(summary(rec), indent=1))
-    chart.draw(s, rec, folder / "timeline.png")
+    try:
+        chart.draw(s, rec, folder / "timeline.png")
+    except chart.EmptyRecording:
+        (folder / "timeline.png").unlink(missing_ok=True)  # no stale chart from an earlier write
     return folder
 
 

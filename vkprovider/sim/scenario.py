@@ -76,7 +76,7 @@ class Runtime(Strict):
         default=None,
         gt=0,
         description="a workload short of Ready replicas longer than this lost them; "
-        "default: 10 s + 3 x the slowest startup (provider or local), in real seconds",
+        "default: the slowest start-up (provider or local) + 2 samples + the gate's dwell + 1 s, in real seconds",
     )
     settle_seconds: float = Field(
         default=45.0, ge=0, description="after the day: wait this long for deletions before counting orphans"
@@ -113,13 +113,32 @@ class Scenario(Strict):
         return real_seconds * self.scale
 
     @property
+    def startup_seconds(self) -> float:
+        """Real seconds the slowest way back to Ready takes: a local start or a provider's
+        provisioning plus model load (a preempted replica may take either)."""
+        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
+        return self.real(slowest)
+
+    @property
+    def slack_seconds(self) -> float:
+        """Real seconds of control-loop latency on top of a start-up: two samples, the gate's
+        dwell (it must see the GPUs gone before it untaints) and one status poll (1 s)."""
+        dwell = float(self.runtime.gate.get("dwell_seconds", 3.0))
+        return 2 * self.runtime.sample_seconds + dwell + 1.0
+
+    @property
+    def excuse_seconds(self) -> float:
+        """How long after a disruption a workload it touched may be below its PDB floor: one
+        start-up plus the slack (real seconds)."""
+        return self.startup_seconds + self.slack_seconds
+
+    @property
     def lost_after(self) -> float:
-        """Real seconds a replica may be missing before it counts as lost (startup plus slack for
-        scheduling, the gate's dwell and the provider's API)."""
+        """Real seconds a replica may be missing before it counts as lost (default: the excuse
+        window)."""
         if self.runtime.lost_after_seconds is not None:
             return self.runtime.lost_after_seconds
-        slowest = max([self.fleet.ready_after, *(p.startup + p.ready_after for p in self.providers)])
-        return 10.0 + 3.0 * self.real(slowest)
+        return self.excuse_seconds
 
     def provider(self, name: str) -> ProviderSpec:
         return next(p for p in self.providers if p.name == name)
@@ -158,15 +177,22 @@ def reference_errors(s: Scenario) -> list[str]:
     for i, w in enumerate(s.workloads):
         if w.gpus > s.fleet.gpus_per_node and w.gpus > largest_instance:
             errors.append(f"workloads.{i}.gpus: {w.gpus} fit neither a local node nor any provider instance")
+    for i, w in enumerate(s.workloads):
+        smallest = w.hpa.min_replicas if w.hpa else w.replicas
+        if w.pdb is not None and w.pdb.min_available is not None and w.pdb.min_available > smallest:
+            what = "hpa.min_replicas" if w.hpa else "replicas"
+            errors.append(
+                f"workloads.{i}.pdb.min_available: {w.pdb.min_available} exceeds {what} ({smallest}): "
+                "no replica could ever be disrupted"
+            )
+    errors += timing_errors(s)
     errors += [
-        f"load.{i}.at: {p.at / 3600:g}h is after the end of the day"
+        f"load.{i}.at: {p.at / 3600:g}h is after the end of the day ({s.clock.day / 3600:g}h)"
         for i, p in enumerate(s.load)
         if p.at > s.clock.day
     ]
     for i, event in enumerate(s.timeline):
         field = f"timeline.{i}"
-        if event.at > s.clock.day:
-            errors.append(f"{field}.at: {event.at / 3600:g}h is after the end of the day")
         body = event.body
         if isinstance(body, CapacityChange | Outage) and body.provider not in providers:
             known = ", ".join(sorted(providers))
@@ -207,6 +233,51 @@ def reference_errors(s: Scenario) -> list[str]:
     return errors
 
 
+def _clock(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _span(s: Scenario, event: Event) -> tuple[float, float]:
+    """[start, end) of an event on the simulated clock (an instant for capacity and scale)."""
+    duration = getattr(event.body, "duration", None)
+    return event.at, event.at + duration if duration else s.clock.day
+
+
+def timing_errors(s: Scenario) -> list[str]:
+    """Events must play as written: inside the day, and no two events fighting over one subject
+    (two maintenances of one node or outages of one provider overlapping, two capacity or scale
+    changes of one subject at the same instant), so the run is exactly as long as ``clock.day``."""
+    errors: list[str] = []
+    day = s.clock.day / 3600
+    taken: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for i, event in enumerate(s.timeline):
+        field = f"timeline.{i}"
+        if event.at > s.clock.day:
+            errors.append(f"{field}.at: {event.at / 3600:g}h is after the end of the day ({day:g}h)")
+            continue
+        body = event.body
+        duration = getattr(body, "duration", None)
+        if duration and event.at + duration > s.clock.day:
+            errors.append(
+                f"{field}.{event.kind}.duration: {duration / 3600:g}h from {_clock(event.at)} ends at "
+                f"{_clock(event.at + duration)}, after the end of the day ({day:g}h)"
+            )
+        if isinstance(body, Training):
+            continue  # trainings may overlap: the queue (or the scheduler) sorts them out
+        subject = str(getattr(body, "provider", getattr(body, "node", getattr(body, "workload", ""))))
+        start, end = _span(s, event) if isinstance(body, Maintenance | Outage) else (event.at, event.at)
+        for other_start, other_end, j in taken.get((event.kind, subject), []):
+            instant = start == end == other_start == other_end
+            if instant or (start < other_end and other_start < end):
+                errors.append(
+                    f"{field}.{event.kind}: overlaps timeline.{j} ({event.kind} of {subject} "
+                    f"at {_clock(other_start)})"
+                )
+        taken.setdefault((event.kind, subject), []).append((start, end, i))
+    return errors
+
+
 def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
     """Validate ``data``; raise :class:`ScenarioError` listing every bad field."""
     lines = [f"invalid scenario {source}:"]
@@ -218,6 +289,8 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
         for err in exc.errors():
             field = ".".join(str(part) for part in err["loc"]) or "(root)"
             message = str(err["msg"]).removeprefix("Value error, ")
+            if str(err["type"]).endswith("_type"):  # strict: "8" is not 8, say what was written
+                message += f", got {err['input']!r}"
             lines.append(f"  {field}: {message}")
         raise ScenarioError("\n".join(lines)) from None
     errors = reference_errors(scenario)

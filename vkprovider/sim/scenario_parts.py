@@ -56,7 +56,7 @@ SimSeconds = Annotated[
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Clock(Strict):

@@ -24,12 +24,16 @@ class Change:
 
 
 def sim_clock(s: Scenario, day_start: float, t: float) -> str:
-    """``HH:MM`` of the simulated day (``+1d`` past midnight, ``-`` before the day)."""
+    """``HH:MM`` of the simulated day: ``+1d 01:00`` past midnight (never ``25:00``), ``-00:05``
+    before the day starts."""
     seconds = s.sim(t - day_start)
     sign = "-" if seconds < 0 else ""
     seconds = abs(seconds)
-    hours, minutes = int(seconds // 3600), int(seconds % 3600 // 60)
-    return f"{sign}{hours:02d}:{minutes:02d}"
+    days, rest = divmod(int(seconds // 60), 24 * 60)
+    clock = f"{rest // 60:02d}:{rest % 60:02d}"
+    if sign:
+        return f"-{days * 24 + rest // 60:02d}:{rest % 60:02d}" if days else f"-{clock}"
+    return f"+{days}d {clock}" if days else clock
 
 
 def gate_words(tainted: bool | None) -> str:

@@ -23,6 +23,7 @@ SERVICE_ANNOTATIONS = frozenset(
         "vkprovider.io/images",
         "vkprovider.io/placement",
         "vkprovider.io/restarting",
+        "vkprovider.io/endpoints",  # vkprovider.traffic.route.ANNOTATION_ROUTE
     }
 )
 

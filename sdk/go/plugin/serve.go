@@ -24,8 +24,9 @@ import (
 // AddressEnv is the listen address the host suggests (a unix socket in a private directory).
 const AddressEnv = "VKPROVIDER_PLUGIN_ADDRESS"
 
-// Provider is the unary part of the vkprovider.v1.Provider service; Watch, Logs and Usage are
-// optional and answered UNIMPLEMENTED (declare watch, logs and metrics false in GetInfo).
+// Provider is the unary part of the vkprovider.v1.Provider service; Watch, Logs, Usage and
+// Endpoints are optional and answered UNIMPLEMENTED (declare watch, logs, metrics and endpoints
+// false in GetInfo).
 type Provider interface {
 	GetInfo(context.Context, *pb.GetInfoRequest) (*pb.GetInfoResponse, error)
 	Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error)

@@ -174,6 +174,8 @@ type Capabilities struct {
 	Metrics       bool                   `protobuf:"varint,2,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	UpdateInPlace bool                   `protobuf:"varint,3,opt,name=update_in_place,json=updateInPlace,proto3" json:"update_in_place,omitempty"`
 	Watch         bool                   `protobuf:"varint,4,opt,name=watch,proto3" json:"watch,omitempty"`
+	// The plugin implements Endpoints: how a running deployment is reached.
+	Endpoints bool `protobuf:"varint,6,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// The provider API's own request limit; unset: the adapter declares none (the host's default
 	// applies).
 	RateLimit     *RateLimit `protobuf:"bytes,5,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
@@ -235,6 +237,13 @@ func (x *Capabilities) GetUpdateInPlace() bool {
 func (x *Capabilities) GetWatch() bool {
 	if x != nil {
 		return x.Watch
+	}
+	return false
+}
+
+func (x *Capabilities) GetEndpoints() bool {
+	if x != nil {
+		return x.Endpoints
 	}
 	return false
 }
@@ -2368,6 +2377,222 @@ func (x *DeploymentUsage) GetContainers() []*ContainerUsage {
 	return nil
 }
 
+type EndpointsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uid           string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointsRequest) Reset() {
+	*x = EndpointsRequest{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointsRequest) ProtoMessage() {}
+
+func (x *EndpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointsRequest.ProtoReflect.Descriptor instead.
+func (*EndpointsRequest) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *EndpointsRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+type EndpointsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoints     *DeploymentEndpoints   `protobuf:"bytes,1,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointsResponse) Reset() {
+	*x = EndpointsResponse{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointsResponse) ProtoMessage() {}
+
+func (x *EndpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointsResponse.ProtoReflect.Descriptor instead.
+func (*EndpointsResponse) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *EndpointsResponse) GetEndpoints() *DeploymentEndpoints {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// One container port as a client reaches it: `address:port` serves `container_port`.
+type PortMapping struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The port the container listens on.
+	ContainerPort uint32 `protobuf:"varint,1,opt,name=container_port,json=containerPort,proto3" json:"container_port,omitempty"`
+	// TCP, UDP or SCTP (empty: TCP).
+	Protocol string `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The port a client must connect to.
+	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortMapping) Reset() {
+	*x = PortMapping{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortMapping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortMapping) ProtoMessage() {}
+
+func (x *PortMapping) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortMapping.ProtoReflect.Descriptor instead.
+func (*PortMapping) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PortMapping) GetContainerPort() uint32 {
+	if x != nil {
+		return x.ContainerPort
+	}
+	return 0
+}
+
+func (x *PortMapping) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *PortMapping) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+// How one running deployment is reached from the cluster.
+type DeploymentEndpoints struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod UID the deployment runs.
+	Uid string `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	// IP addresses (or DNS names) a client in the cluster connects to; empty: no route (yet).
+	Addresses []string `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// One entry per reachable container port.
+	Ports         []*PortMapping `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentEndpoints) Reset() {
+	*x = DeploymentEndpoints{}
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentEndpoints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentEndpoints) ProtoMessage() {}
+
+func (x *DeploymentEndpoints) ProtoReflect() protoreflect.Message {
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentEndpoints.ProtoReflect.Descriptor instead.
+func (*DeploymentEndpoints) Descriptor() ([]byte, []int) {
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeploymentEndpoints) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *DeploymentEndpoints) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *DeploymentEndpoints) GetPorts() []*PortMapping {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
 // The typed error carried in the status details. Type URL:
 // `type.googleapis.com/vkprovider.v1.ErrorDetail`.
 type ErrorDetail struct {
@@ -2387,7 +2612,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2624,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[35]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2637,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -2456,7 +2681,7 @@ type RpcStatus struct {
 
 func (x *RpcStatus) Reset() {
 	*x = RpcStatus{}
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2693,7 @@ func (x *RpcStatus) String() string {
 func (*RpcStatus) ProtoMessage() {}
 
 func (x *RpcStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_vkprovider_v1_provider_proto_msgTypes[36]
+	mi := &file_vkprovider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2706,7 @@ func (x *RpcStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RpcStatus.ProtoReflect.Descriptor instead.
 func (*RpcStatus) Descriptor() ([]byte, []int) {
-	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RpcStatus) GetCode() int32 {
@@ -2509,12 +2734,13 @@ var File_vkprovider_v1_provider_proto protoreflect.FileDescriptor
 
 const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\n" +
-	"\x1cvkprovider/v1/provider.proto\x12\rvkprovider.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n" +
+	"\x1cvkprovider/v1/provider.proto\x12\rvkprovider.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd1\x01\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04logs\x18\x01 \x01(\bR\x04logs\x12\x18\n" +
 	"\ametrics\x18\x02 \x01(\bR\ametrics\x12&\n" +
 	"\x0fupdate_in_place\x18\x03 \x01(\bR\rupdateInPlace\x12\x14\n" +
-	"\x05watch\x18\x04 \x01(\bR\x05watch\x127\n" +
+	"\x05watch\x18\x04 \x01(\bR\x05watch\x12\x1c\n" +
+	"\tendpoints\x18\x06 \x01(\bR\tendpoints\x127\n" +
 	"\n" +
 	"rate_limit\x18\x05 \x01(\v2\x18.vkprovider.v1.RateLimitR\trateLimit\"T\n" +
 	"\tRateLimit\x12\"\n" +
@@ -2703,7 +2929,19 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12=\n" +
 	"\n" +
 	"containers\x18\x03 \x03(\v2\x1d.vkprovider.v1.ContainerUsageR\n" +
-	"containers\"\xa0\x01\n" +
+	"containers\"$\n" +
+	"\x10EndpointsRequest\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\tR\x03uid\"U\n" +
+	"\x11EndpointsResponse\x12@\n" +
+	"\tendpoints\x18\x01 \x01(\v2\".vkprovider.v1.DeploymentEndpointsR\tendpoints\"d\n" +
+	"\vPortMapping\x12%\n" +
+	"\x0econtainer_port\x18\x01 \x01(\rR\rcontainerPort\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\"w\n" +
+	"\x13DeploymentEndpoints\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\x120\n" +
+	"\x05ports\x18\x03 \x03(\v2\x1a.vkprovider.v1.PortMappingR\x05ports\"\xa0\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x123\n" +
@@ -2725,7 +2963,7 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x1bCONTAINER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTAINER_STATE_WAITING\x10\x01\x12\x1b\n" +
 	"\x17CONTAINER_STATE_RUNNING\x10\x02\x12\x1e\n" +
-	"\x1aCONTAINER_STATE_TERMINATED\x10\x032\xb9\x05\n" +
+	"\x1aCONTAINER_STATE_TERMINATED\x10\x032\x89\x06\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.vkprovider.v1.GetInfoRequest\x1a\x1e.vkprovider.v1.GetInfoResponse\x12B\n" +
 	"\x05Probe\x12\x1b.vkprovider.v1.ProbeRequest\x1a\x1c.vkprovider.v1.ProbeResponse\x12E\n" +
@@ -2736,7 +2974,8 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x06Delete\x12\x1c.vkprovider.v1.DeleteRequest\x1a\x1d.vkprovider.v1.DeleteResponse\x12D\n" +
 	"\x05Watch\x12\x1b.vkprovider.v1.WatchRequest\x1a\x1c.vkprovider.v1.WatchResponse0\x01\x12A\n" +
 	"\x04Logs\x12\x1a.vkprovider.v1.LogsRequest\x1a\x1b.vkprovider.v1.LogsResponse0\x01\x12B\n" +
-	"\x05Usage\x12\x1b.vkprovider.v1.UsageRequest\x1a\x1c.vkprovider.v1.UsageResponseBCZAgithub.com/vkprovider/vkprovider/proto/vkprovider/v1;vkproviderv1b\x06proto3"
+	"\x05Usage\x12\x1b.vkprovider.v1.UsageRequest\x1a\x1c.vkprovider.v1.UsageResponse\x12N\n" +
+	"\tEndpoints\x12\x1f.vkprovider.v1.EndpointsRequest\x1a .vkprovider.v1.EndpointsResponseBCZAgithub.com/vkprovider/vkprovider/proto/vkprovider/v1;vkproviderv1b\x06proto3"
 
 var (
 	file_vkprovider_v1_provider_proto_rawDescOnce sync.Once
@@ -2751,7 +2990,7 @@ func file_vkprovider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_vkprovider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vkprovider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_vkprovider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_vkprovider_v1_provider_proto_goTypes = []any{
 	(Phase)(0),                    // 0: vkprovider.v1.Phase
 	(ContainerState)(0),           // 1: vkprovider.v1.ContainerState
@@ -2790,12 +3029,16 @@ var file_vkprovider_v1_provider_proto_goTypes = []any{
 	(*UsageResponse)(nil),         // 34: vkprovider.v1.UsageResponse
 	(*ContainerUsage)(nil),        // 35: vkprovider.v1.ContainerUsage
 	(*DeploymentUsage)(nil),       // 36: vkprovider.v1.DeploymentUsage
-	(*ErrorDetail)(nil),           // 37: vkprovider.v1.ErrorDetail
-	(*RpcStatus)(nil),             // 38: vkprovider.v1.RpcStatus
-	nil,                           // 39: vkprovider.v1.DeploymentRequest.LabelsEntry
-	nil,                           // 40: vkprovider.v1.DeploymentRequest.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*anypb.Any)(nil),             // 42: google.protobuf.Any
+	(*EndpointsRequest)(nil),      // 37: vkprovider.v1.EndpointsRequest
+	(*EndpointsResponse)(nil),     // 38: vkprovider.v1.EndpointsResponse
+	(*PortMapping)(nil),           // 39: vkprovider.v1.PortMapping
+	(*DeploymentEndpoints)(nil),   // 40: vkprovider.v1.DeploymentEndpoints
+	(*ErrorDetail)(nil),           // 41: vkprovider.v1.ErrorDetail
+	(*RpcStatus)(nil),             // 42: vkprovider.v1.RpcStatus
+	nil,                           // 43: vkprovider.v1.DeploymentRequest.LabelsEntry
+	nil,                           // 44: vkprovider.v1.DeploymentRequest.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*anypb.Any)(nil),             // 46: google.protobuf.Any
 }
 var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: vkprovider.v1.Capabilities.rate_limit:type_name -> vkprovider.v1.RateLimit
@@ -2806,13 +3049,13 @@ var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	9,  // 5: vkprovider.v1.DeploymentRequest.containers:type_name -> vkprovider.v1.Container
 	9,  // 6: vkprovider.v1.DeploymentRequest.init_containers:type_name -> vkprovider.v1.Container
 	10, // 7: vkprovider.v1.DeploymentRequest.registry_credentials:type_name -> vkprovider.v1.RegistryCredential
-	39, // 8: vkprovider.v1.DeploymentRequest.labels:type_name -> vkprovider.v1.DeploymentRequest.LabelsEntry
-	40, // 9: vkprovider.v1.DeploymentRequest.annotations:type_name -> vkprovider.v1.DeploymentRequest.AnnotationsEntry
+	43, // 8: vkprovider.v1.DeploymentRequest.labels:type_name -> vkprovider.v1.DeploymentRequest.LabelsEntry
+	44, // 9: vkprovider.v1.DeploymentRequest.annotations:type_name -> vkprovider.v1.DeploymentRequest.AnnotationsEntry
 	1,  // 10: vkprovider.v1.ContainerStatus.state:type_name -> vkprovider.v1.ContainerState
-	41, // 11: vkprovider.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	41, // 12: vkprovider.v1.ContainerStatus.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 11: vkprovider.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	45, // 12: vkprovider.v1.ContainerStatus.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 13: vkprovider.v1.DeploymentStatus.phase:type_name -> vkprovider.v1.Phase
-	41, // 14: vkprovider.v1.DeploymentStatus.started_at:type_name -> google.protobuf.Timestamp
+	45, // 14: vkprovider.v1.DeploymentStatus.started_at:type_name -> google.protobuf.Timestamp
 	12, // 15: vkprovider.v1.DeploymentStatus.containers:type_name -> vkprovider.v1.ContainerStatus
 	4,  // 16: vkprovider.v1.GetInfoResponse.info:type_name -> vkprovider.v1.ProviderInfo
 	5,  // 17: vkprovider.v1.OffersResponse.offers:type_name -> vkprovider.v1.Offer
@@ -2823,34 +3066,38 @@ var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	13, // 22: vkprovider.v1.WatchResponse.status:type_name -> vkprovider.v1.DeploymentStatus
 	14, // 23: vkprovider.v1.LogsRequest.options:type_name -> vkprovider.v1.LogOptions
 	36, // 24: vkprovider.v1.UsageResponse.usage:type_name -> vkprovider.v1.DeploymentUsage
-	41, // 25: vkprovider.v1.DeploymentUsage.timestamp:type_name -> google.protobuf.Timestamp
+	45, // 25: vkprovider.v1.DeploymentUsage.timestamp:type_name -> google.protobuf.Timestamp
 	35, // 26: vkprovider.v1.DeploymentUsage.containers:type_name -> vkprovider.v1.ContainerUsage
-	42, // 27: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
-	15, // 28: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
-	17, // 29: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
-	19, // 30: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
-	21, // 31: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
-	23, // 32: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
-	25, // 33: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
-	27, // 34: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
-	29, // 35: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
-	31, // 36: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
-	33, // 37: vkprovider.v1.Provider.Usage:input_type -> vkprovider.v1.UsageRequest
-	16, // 38: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
-	18, // 39: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
-	20, // 40: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
-	22, // 41: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
-	24, // 42: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
-	26, // 43: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
-	28, // 44: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
-	30, // 45: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
-	32, // 46: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
-	34, // 47: vkprovider.v1.Provider.Usage:output_type -> vkprovider.v1.UsageResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	40, // 27: vkprovider.v1.EndpointsResponse.endpoints:type_name -> vkprovider.v1.DeploymentEndpoints
+	39, // 28: vkprovider.v1.DeploymentEndpoints.ports:type_name -> vkprovider.v1.PortMapping
+	46, // 29: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
+	15, // 30: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
+	17, // 31: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
+	19, // 32: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
+	21, // 33: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
+	23, // 34: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
+	25, // 35: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
+	27, // 36: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
+	29, // 37: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
+	31, // 38: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
+	33, // 39: vkprovider.v1.Provider.Usage:input_type -> vkprovider.v1.UsageRequest
+	37, // 40: vkprovider.v1.Provider.Endpoints:input_type -> vkprovider.v1.EndpointsRequest
+	16, // 41: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
+	18, // 42: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
+	20, // 43: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
+	22, // 44: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
+	24, // 45: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
+	26, // 46: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
+	28, // 47: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
+	30, // 48: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
+	32, // 49: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
+	34, // 50: vkprovider.v1.Provider.Usage:output_type -> vkprovider.v1.UsageResponse
+	38, // 51: vkprovider.v1.Provider.Endpoints:output_type -> vkprovider.v1.EndpointsResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_vkprovider_v1_provider_proto_init() }
@@ -2865,14 +3112,14 @@ func file_vkprovider_v1_provider_proto_init() {
 	file_vkprovider_v1_provider_proto_msgTypes[12].OneofWrappers = []any{}
 	file_vkprovider_v1_provider_proto_msgTypes[25].OneofWrappers = []any{}
 	file_vkprovider_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
-	file_vkprovider_v1_provider_proto_msgTypes[35].OneofWrappers = []any{}
+	file_vkprovider_v1_provider_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vkprovider_v1_provider_proto_rawDesc), len(file_vkprovider_v1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -112,3 +112,18 @@ def test_status_before_delete_is_off_by_default_and_a_bad_value_is_named(tmp_pat
     assert load_settings(write(tmp_path, {"pods": {"status_before_delete": True}})).pods.status_before_delete
     with pytest.raises(ConfigError, match=r"pods\.status_before_delete"):
         load_settings(write(tmp_path, {"pods": {"status_before_delete": "sometimes"}}))
+
+
+def test_traffic_publishes_endpoints_by_default_and_routable_providers_must_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    providers = [{"name": "cheap", "adapter": "fakecloud", "settings": {"url": "http://127.0.0.1:1"}}]
+    settings = load_settings(write(tmp_path, {"providers": providers}))
+    assert settings.traffic.publish_endpoints and settings.traffic.routable_pod_ip_providers == []
+    monkeypatch.setenv("VKPROVIDER_TRAFFIC__PUBLISH_ENDPOINTS", "false")
+    assert load_settings(write(tmp_path, {"providers": providers})).traffic.publish_endpoints is False
+    flat = {"providers": providers, "traffic": {"routable_pod_ip_providers": ["cheap"]}}
+    assert load_settings(write(tmp_path, flat)).traffic.routable_pod_ip_providers == ["cheap"]
+    typo = {"providers": providers, "traffic": {"routable_pod_ip_providers": ["cheep"]}}
+    with pytest.raises(ConfigError, match=r"traffic\.routable_pod_ip_providers\.0: no configured provider"):
+        load_settings(write(tmp_path, typo))

@@ -192,9 +192,12 @@ def test_the_dockerfile_is_pinned_non_root_and_serves() -> None:
     assert 'ENTRYPOINT ["vkprovider"]' in text and 'CMD ["serve"' in text
     installs = re.findall(r"/opt/vkprovider/bin/pip install ([^&\n]*)", text)
     assert installs == [
-        "--require-hashes --no-deps -r requirements-image.lock",
-        "--no-deps --no-build-isolation --no-index . \\",
+        "--no-compile --require-hashes --no-deps -r requirements-image.lock",
+        "--no-compile --no-deps --no-build-isolation --no-index . \\",
     ], "every dependency by hash; the project alone, offline"
+    # one hash-based compile of everything: no file time in the layers' bytecode
+    assert "compileall -q -f --invalidation-mode unchecked-hash /opt/vkprovider/lib" in text
+    assert text.count("ARG SOURCE_DATE_EPOCH") == 2  # both stages: useradd's day, setuptools' wheel
     assert "verify-runtime.py requirements-image.lock" in text
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     assert "!requirements-image.lock" in ignored and "!requirements.lock" not in ignored
@@ -245,6 +248,12 @@ BASE_CLUSTER_WIDE = {
     ("create", "", "nodes"),
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
+    # external replicas as Service endpoints (issue 25): only slices labelled as ours are written
+    ("list", "discovery.k8s.io", "endpointslices"),
+    ("watch", "discovery.k8s.io", "endpointslices"),
+    ("create", "discovery.k8s.io", "endpointslices"),
+    ("update", "discovery.k8s.io", "endpointslices"),
+    ("delete", "discovery.k8s.io", "endpointslices"),
 }
 
 #: deploy/components/kubelet-csr: create the serving CSR, read it back until it is issued.

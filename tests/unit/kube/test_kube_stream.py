@@ -77,3 +77,27 @@ async def test_the_informer_resumes_a_cut_watch_from_the_last_resource_version()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
+
+
+async def test_the_label_selector_goes_on_the_list_and_every_watch() -> None:
+    def answer(target: str) -> Answer:
+        if "watch=true" not in target:
+            return {"metadata": {"resourceVersion": "10"}, "items": [pod("a", "10")]}, [], False
+        return None, [], False
+
+    server = FakeApiserver(answer)
+    async with server.serving() as kube:
+        informer = Informer(kube, "/apis/x/v1/things", label_selector="owner=me,app", handler=lambda *_: None)
+        task = asyncio.create_task(informer.run())
+        try:
+
+            async def watched() -> bool:
+                return any("watch=true" in t for t in server.requests)
+
+            await eventually(watched, timeout=10, interval=0.02)
+            assert all("labelSelector=owner%3Dme,app" in t for t in server.requests), server.requests
+            assert all("fieldSelector" not in t for t in server.requests)
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task

@@ -31,6 +31,35 @@ async def test_supervise_restarts_a_crashed_loop_and_logs_the_traceback(
     assert len(crashes) == 2 and crashes[0].exc_info is not None
 
 
+async def test_supervise_backs_off_doubling_to_the_cap_and_resets_after_a_healthy_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    delays: list[float] = []
+    runs = 0
+    real_sleep = asyncio.sleep
+
+    async def record(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(0)
+
+    clock = [0.0]
+    monkeypatch.setattr("vkprovider.tasks.asyncio.sleep", record)
+    monkeypatch.setattr("vkprovider.tasks.time.monotonic", lambda: clock[0])
+
+    async def crashes() -> None:
+        nonlocal runs
+        runs += 1
+        if runs == 5:
+            clock[0] += 120.0  # this run lasted past healthy_after: the next delay starts over
+        if runs < 7:
+            raise RuntimeError("boom")
+
+    # No asyncio.timeout here: the patched clock is the event loop's clock too (the run ends by
+    # itself: every sleep is patched to yield once, and the seventh run returns).
+    await supervise("crashes", crashes, restart_delay=1.0, max_delay=4.0, healthy_after=60.0)
+    assert delays == [1.0, 2.0, 4.0, 4.0, 1.0, 2.0]
+
+
 async def test_supervise_propagates_cancellation() -> None:
     started = asyncio.Event()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from vkprovider_kubernetes.client import Op, map_error
-from vkprovider_kubernetes.manifest import Manifests, label_value, parse_offer_id, pod_name
+from vkprovider_kubernetes.manifest import Manifests, label_value, parse_offer_id, pod_name, service_for
 from vkprovider_kubernetes.settings import KubernetesSettings
 from vkprovider_kubernetes.status import offers_from_nodes, status_from_pod
 
@@ -24,6 +24,7 @@ from vkprovider.plugins.api import (
     InvalidRequest,
     NotFound,
     Phase,
+    Port,
     QuotaOrBilling,
     RegistryCredential,
     Transient,
@@ -207,3 +208,22 @@ def test_error_mapping(op: Op, status: int, expected: type) -> None:
 
 def test_network_errors_are_transient() -> None:
     assert isinstance(map_error("p", Op.READ, exc=TimeoutError()), Transient)
+
+
+def test_the_service_exposes_each_declared_port_and_selects_only_its_pod() -> None:
+    ports = [Port(container_port=8000, name="http"), Port(container_port=5353, protocol="UDP")]
+    container = Container(name="c", image="img", ports=ports)
+    pod = Manifests(request_for(containers=[container]), SETTINGS, []).pod
+    pod = {**pod, "metadata": {**pod["metadata"], "namespace": "remote", "uid": "remote-pod-uid"}}
+    service = service_for(pod, "NodePort")
+    assert service is not None
+    assert service["metadata"]["name"] == pod["metadata"]["name"]
+    assert service["spec"]["type"] == "NodePort"
+    assert service["spec"]["selector"] == {LABEL_POD_UID: "0b9f3c1e-1111-2222-3333-444455556666"}
+    assert [(p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]] == [
+        (8000, 8000, "TCP"),
+        (5353, 5353, "UDP"),
+    ]
+    assert service["metadata"]["ownerReferences"][0]["uid"] == "remote-pod-uid"  # goes with the pod
+    bare = Manifests(request_for(), SETTINGS, []).pod
+    assert service_for({**bare, "metadata": {**bare["metadata"], "uid": "u"}}, "NodePort") is None

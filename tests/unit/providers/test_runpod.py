@@ -605,3 +605,41 @@ async def test_unsupported_input_is_refused_before_any_catalog_read(
     with pytest.raises(InvalidRequest, match=r"spec\.containers"):
         await provider.deploy(request_for(offer_id=None, containers=two))
     assert not catalog.called
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+async def test_endpoints_are_the_public_ip_and_port_mappings_of_the_runtime(
+    provider: RunPodProvider, api: respx.MockRouter, spec: OpenApiDoc
+) -> None:
+    pod = pod_json(spec, uid="uid-1", pod_id="pod-1")
+    pod["runtime"]["ports"] = [
+        {"private": 8000, "public": 43210, "type": "tcp", "ip": "45.23.12.1"},
+        {"private": 22, "public": 34446, "type": "tcp", "ip": "45.23.12.1"},
+        {"private": 8888, "public": None, "type": "http", "ip": None},  # behind RunPod's proxy only
+    ]
+    spec.validate_schema("Pod", pod)
+    api.get("/v2/pods").mock(return_value=pods_response(spec, [foreign_pod(spec), pod]))
+
+    found = await provider.endpoints("uid-1")
+
+    assert (await provider.info()).capabilities.endpoints
+    assert found.uid == "uid-1" and found.addresses == ["45.23.12.1"]
+    assert found.port_for(8000) == 43210 and found.port_for(22) == 34446
+    assert found.port_for(8888) is None  # no address route: left out, not guessed
+
+
+async def test_endpoints_of_a_pod_not_running_are_empty_and_of_an_unknown_uid_not_found(
+    provider: RunPodProvider, api: respx.MockRouter, spec: OpenApiDoc
+) -> None:
+    starting = pod_json(spec, uid="uid-1", pod_id="pod-1", status="STARTING")
+    starting["runtime"] = None
+    spec.validate_schema("Pod", starting)
+    api.get("/v2/pods").mock(return_value=pods_response(spec, [starting]))
+
+    found = await provider.endpoints("uid-1")
+
+    assert found.addresses == [] and found.ports == []
+    with pytest.raises(NotFound):
+        await provider.endpoints("uid-unknown")

@@ -738,3 +738,39 @@ async def test_the_log_snapshot_is_streamed_and_stops_at_limit_bytes(
     assert b"".join(chunks) == b"y" * 100
     assert body.read <= 2  # not the 1000 chunks of the whole file
     assert "authorization" not in store.calls.last.request.headers  # the key never goes to the store
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+async def test_endpoints_are_the_public_address_and_docker_port_map(
+    provider: VastAiProvider, api: respx.MockRouter, spec: OpenApiDoc
+) -> None:
+    mine = listed(spec, uid="uid-1", instance_id=4242)
+    mine["public_ipaddr"] = "203.0.113.42"
+    mine["ports"] = {
+        "8000/tcp": [{"HostIp": "0.0.0.0", "HostPort": "41000"}],
+        "9000/udp": [{"HostIp": "0.0.0.0", "HostPort": "41001"}],
+        "bogus": [{"HostPort": "1"}],
+    }
+    api.get(LIST).mock(return_value=page(spec, [mine]))
+
+    found = await provider.endpoints("uid-1")
+
+    assert (await provider.info()).capabilities.endpoints
+    assert found.uid == "uid-1" and found.addresses == ["203.0.113.42"]
+    assert found.port_for(8000) == 41000
+    assert found.port_for(9000, "UDP") == 41001 and found.port_for(9000) is None
+    assert len(found.ports) == 2
+
+
+async def test_endpoints_before_running_are_empty_and_unknown_uid_is_not_found(
+    provider: VastAiProvider, api: respx.MockRouter, spec: OpenApiDoc
+) -> None:
+    loading = listed(spec, uid="uid-1", instance_id=4242, status="loading")
+    loading["ports"] = None  # only present on running instances
+    api.get(LIST).mock(return_value=page(spec, [loading]))
+
+    assert (await provider.endpoints("uid-1")).addresses == []
+    with pytest.raises(NotFound):
+        await provider.endpoints("uid-2")

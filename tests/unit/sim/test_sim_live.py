@@ -10,7 +10,7 @@ from rich.console import Console
 from vkprovider.sim.live import LiveView
 from vkprovider.sim.record import Sample, TrainingSample, WorkloadSample
 from vkprovider.sim.scenario import parse_scenario
-from vkprovider.sim.timeline import Change
+from vkprovider.sim.timeline import Change, sim_clock
 
 S = parse_scenario(
     {
@@ -63,3 +63,22 @@ def test_plain_lines_elsewhere() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("01:00  scale")
     assert "replicas local 1 external 3" in lines[1] and "gate: not running" in lines[1]
+
+
+def test_plain_lines_print_event_text_verbatim_never_as_markup() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    with LiveView(S, console=console) as view:
+        view.start_day(1000.0)
+        view.event(Change(1010.0, "error", "cheap", "HTTP 503 [/admin/offers] [red]busy[/red]"))
+        view.say("[/] not markup")
+    text = out.getvalue()
+    assert "HTTP 503 [/admin/offers] [red]busy[/red]" in text
+    assert "[/] not markup" in text
+
+
+def test_the_clock_past_midnight_says_plus_one_day() -> None:
+    # 240 real s is the 24 h day: 10 real s = 1 simulated hour
+    assert sim_clock(S, 1000.0, 1000.0 + 250.0) == "+1d 01:00"
+    assert sim_clock(S, 1000.0, 1000.0 + 235.0) == "23:30"
+    assert sim_clock(S, 1000.0, 1000.0 - 5.0) == "-00:30"

@@ -6,7 +6,7 @@ from typing import Any
 
 from vkprovider.sim import manifests
 from vkprovider.sim.observe import sample_from
-from vkprovider.sim.record import LedgerEntry
+from vkprovider.sim.record import LedgerEntry, NodeSample
 from vkprovider.sim.scenario import parse_scenario
 
 S = parse_scenario(
@@ -57,10 +57,10 @@ def test_sample_counts_local_external_pending_ready_and_training() -> None:
     pods = [
         pod(chat, "local-gpu-0"),
         pod(chat, "local-gpu-1", ready=False),
-        pod(chat, "vk-external", annotations={"vkprovider.io/provider": "cheap"}),
+        pod(chat, "vk-external", annotations={"vkprovider.io/provider": "cheap"}, meta={"uid": "e1"}),
         pod(chat),  # pending
         pod(chat, "local-gpu-0", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}),  # going away
-        pod(chat, "vk-external", phase="Failed"),  # finished: not a replica
+        pod(chat, "vk-external", phase="Failed", meta={"uid": "e2"}),  # finished: not a replica
         pod(train, "local-gpu-1", gpus=4),
         pod(train, gpus=4),
     ]
@@ -92,6 +92,11 @@ def test_sample_counts_local_external_pending_ready_and_training() -> None:
     assert x.cordoned == ["local-gpu-1"]
     assert x.gate_tainted is True
     assert x.external_by_provider == {"cheap": 1}
+    # per node, for the ideal: the cordoned node keeps its GPUs and its training pod's
+    assert x.nodes["local-gpu-1"] == NodeSample(gpus=4, ready=True, cordoned=True, training_gpus=4)
+    assert x.nodes["local-gpu-0"] == NodeSample(gpus=4, ready=True, cordoned=False, training_gpus=0)
+    assert w.ready_external_uids == ["e1"]
+    assert x.virtual_pod_uids == ["e1", "e2"]  # a finished pod still exists: its deployment is no orphan
     assert x.spend_rate == 2.0  # only the open entry bills at t=150
 
 

@@ -157,3 +157,53 @@ def test_gate_overrides_are_checked_with_the_services_schema() -> None:
         preflight(parse_scenario(data), "s.yaml")
     expected = "runtime.gate: " if gate_supported() else "runtime.gate: this build has no gate"
     assert expected in str(info.value)
+
+
+def test_types_are_strict_a_quoted_number_is_refused() -> None:
+    data = base()
+    data["workloads"][0]["replicas"] = "8"
+    assert "workloads.0.replicas: Input should be a valid integer, got '8'" in refused(data)
+
+
+def test_a_pdb_floor_above_the_replicas_is_refused() -> None:
+    data = base()
+    data["workloads"][0]["pdb"] = {"min_available": 5}
+    assert "workloads.0.pdb.min_available: 5 exceeds replicas (4)" in refused(data)
+    data["workloads"][0]["pdb"] = {"min_available": 4}
+    parse_scenario(data)
+
+
+def test_events_that_outlast_the_day_are_refused() -> None:
+    data = base()
+    data["timeline"].append({"at": "1h", "maintenance": {"node": 0, "duration": "30h"}})
+    message = refused(data)
+    assert (
+        "timeline.2.maintenance.duration: 30h from 01:00 ends at 31:00, after the end of the day (2h)"
+        in message
+    )
+    data = base()
+    data["timeline"][0]["training"]["duration"] = "2h"
+    assert "timeline.0.training.duration: 2h from 00:30 ends at 02:30" in refused(data)
+
+
+def test_overlapping_events_on_one_subject_are_refused() -> None:
+    data = base()
+    data["timeline"] += [
+        {"at": "10m", "outage": {"provider": "cheap", "duration": "30m"}},
+        {"at": "20m", "outage": {"provider": "cheap", "duration": "10m"}},
+        {"at": "10m", "maintenance": {"node": 1}},  # until the end of the day
+        {"at": "1h", "maintenance": {"node": 1, "duration": "10m"}},
+        {"at": "1h", "maintenance": {"node": 0, "duration": "10m"}},  # another node: fine
+        {"at": "45m", "capacity": {"provider": "cheap", "capacity": 3}},  # same instant as timeline.1
+    ]
+    message = refused(data)
+    assert "timeline.3.outage: overlaps timeline.2 (outage of cheap at 00:10)" in message
+    assert "timeline.5.maintenance: overlaps timeline.4 (maintenance of 1 at 00:10)" in message
+    assert "timeline.7.capacity: overlaps timeline.1" in message
+    assert "timeline.6" not in message
+    back_to_back = base()
+    back_to_back["timeline"] += [
+        {"at": "10m", "outage": {"provider": "cheap", "duration": "30m"}},
+        {"at": "40m", "outage": {"provider": "cheap", "duration": "10m"}},
+    ]
+    parse_scenario(back_to_back)

@@ -9,6 +9,7 @@ from vkprovider.placement.explain import ANNOTATION_KEY
 from vkprovider.pods.resume import ANNOTATION_RESTARTING
 from vkprovider.pods.sync import ANNOTATION_OFFER, ANNOTATION_PROVIDER
 from vkprovider.pods.update import ANNOTATION_IMAGES
+from vkprovider.traffic.route import ANNOTATION_ROUTE
 from vkprovider.translate import SERVICE_ANNOTATIONS, translate_pod
 
 PodFactory = Callable[..., dict[str, Any]]
@@ -39,5 +40,6 @@ def test_the_service_annotations_list_matches_what_the_pod_controller_writes() -
         ANNOTATION_OFFER,
         ANNOTATION_IMAGES,
         ANNOTATION_RESTARTING,
+        ANNOTATION_ROUTE,
     }
     assert written == SERVICE_ANNOTATIONS

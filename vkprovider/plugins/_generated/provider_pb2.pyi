@@ -38,18 +38,20 @@ CONTAINER_STATE_RUNNING: ContainerState
 CONTAINER_STATE_TERMINATED: ContainerState
 
 class Capabilities(_message.Message):
-    __slots__ = ("logs", "metrics", "update_in_place", "watch", "rate_limit")
+    __slots__ = ("logs", "metrics", "update_in_place", "watch", "endpoints", "rate_limit")
     LOGS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_IN_PLACE_FIELD_NUMBER: _ClassVar[int]
     WATCH_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     logs: bool
     metrics: bool
     update_in_place: bool
     watch: bool
+    endpoints: bool
     rate_limit: RateLimit
-    def __init__(self, logs: _Optional[bool] = ..., metrics: _Optional[bool] = ..., update_in_place: _Optional[bool] = ..., watch: _Optional[bool] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+    def __init__(self, logs: _Optional[bool] = ..., metrics: _Optional[bool] = ..., update_in_place: _Optional[bool] = ..., watch: _Optional[bool] = ..., endpoints: _Optional[bool] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
 
 class RateLimit(_message.Message):
     __slots__ = ("per_second", "burst")
@@ -418,6 +420,38 @@ class DeploymentUsage(_message.Message):
     timestamp: _timestamp_pb2.Timestamp
     containers: _containers.RepeatedCompositeFieldContainer[ContainerUsage]
     def __init__(self, uid: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containers: _Optional[_Iterable[_Union[ContainerUsage, _Mapping]]] = ...) -> None: ...
+
+class EndpointsRequest(_message.Message):
+    __slots__ = ("uid",)
+    UID_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    def __init__(self, uid: _Optional[str] = ...) -> None: ...
+
+class EndpointsResponse(_message.Message):
+    __slots__ = ("endpoints",)
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    endpoints: DeploymentEndpoints
+    def __init__(self, endpoints: _Optional[_Union[DeploymentEndpoints, _Mapping]] = ...) -> None: ...
+
+class PortMapping(_message.Message):
+    __slots__ = ("container_port", "protocol", "port")
+    CONTAINER_PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    container_port: int
+    protocol: str
+    port: int
+    def __init__(self, container_port: _Optional[int] = ..., protocol: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class DeploymentEndpoints(_message.Message):
+    __slots__ = ("uid", "addresses", "ports")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    ports: _containers.RepeatedCompositeFieldContainer[PortMapping]
+    def __init__(self, uid: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[_Union[PortMapping, _Mapping]]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("code", "message", "retry_after_seconds", "reason")

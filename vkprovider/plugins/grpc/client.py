@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 
 from vkprovider.errors import Transient
 from vkprovider.models import (
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     DeploymentUsage,
@@ -46,7 +47,7 @@ def _cancelling() -> bool:
 
 
 class GrpcProvider:
-    """A :class:`~vkprovider.plugins.api.Provider` (+ logs, watch, usage) backed by a gRPC plugin.
+    """A :class:`~vkprovider.plugins.api.Provider` (+ logs, watch, usage, endpoints) backed by a gRPC plugin.
 
     It always has the optional methods; the plugin's declared capabilities say which ones the
     host uses (a plugin without one answers UNIMPLEMENTED)."""
@@ -180,3 +181,7 @@ class GrpcProvider:
     async def usage(self, node_name: str) -> builtins.list[DeploymentUsage]:
         reply = await self._unary(methods.USAGE, pb.UsageRequest(node_name=node_name))
         return self._decode("Usage", lambda: [convert.usage_from_pb(u) for u in reply.usage])
+
+    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+        reply = await self._unary(methods.ENDPOINTS, pb.EndpointsRequest(uid=uid))
+        return self._decode("Endpoints", lambda: convert.endpoints_from_pb(reply.endpoints))

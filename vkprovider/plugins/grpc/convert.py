@@ -19,10 +19,12 @@ from vkprovider.models import (
     ContainerState,
     ContainerStatus,
     ContainerUsage,
+    DeploymentEndpoints,
     DeploymentStatus,
     DeploymentUsage,
     Offer,
     Phase,
+    PortMapping,
     ProviderInfo,
     RateLimit,
 )
@@ -78,6 +80,7 @@ def info_to_pb(info: ProviderInfo) -> pb.ProviderInfo:
             metrics=caps.metrics,
             update_in_place=caps.update_in_place,
             watch=caps.watch,
+            endpoints=caps.endpoints,
             rate_limit=None
             if limit is None
             else pb.RateLimit(per_second=limit.per_second, burst=limit.burst),
@@ -97,6 +100,7 @@ def info_from_pb(msg: pb.ProviderInfo, *, name: str) -> ProviderInfo:
                 metrics=c.metrics,
                 update_in_place=c.update_in_place,
                 watch=c.watch,
+                endpoints=c.endpoints,
                 rate_limit=_rate_limit_from_pb(c),
             ),
         )
@@ -261,6 +265,32 @@ def usage_from_pb(m: pb.DeploymentUsage) -> DeploymentUsage:
                     memory_working_set_bytes=c.memory_working_set_bytes,
                 )
                 for c in m.containers
+            ],
+        )
+    )
+
+
+# ---- endpoints -----------------------------------------------------------------------------
+
+
+def endpoints_to_pb(e: DeploymentEndpoints) -> pb.DeploymentEndpoints:
+    return pb.DeploymentEndpoints(
+        uid=e.uid,
+        addresses=list(e.addresses),
+        ports=[
+            pb.PortMapping(container_port=m.container_port, protocol=m.protocol, port=m.port) for m in e.ports
+        ],
+    )
+
+
+def endpoints_from_pb(m: pb.DeploymentEndpoints) -> DeploymentEndpoints:
+    return checked(
+        lambda: DeploymentEndpoints(
+            uid=m.uid,
+            addresses=list(m.addresses),
+            ports=[
+                PortMapping(container_port=p.container_port, protocol=p.protocol or "TCP", port=p.port)
+                for p in m.ports
             ],
         )
     )

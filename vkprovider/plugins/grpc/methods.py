@@ -65,6 +65,7 @@ DELETE = Method("Delete", pb.DeleteRequest, pb.DeleteResponse)
 WATCH = Method("Watch", pb.WatchRequest, pb.WatchResponse, server_streaming=True)
 LOGS = Method("Logs", pb.LogsRequest, pb.LogsResponse, server_streaming=True)
 USAGE = Method("Usage", pb.UsageRequest, pb.UsageResponse)
+ENDPOINTS = Method("Endpoints", pb.EndpointsRequest, pb.EndpointsResponse)
 
 ALL_METHODS: tuple[Method[Message, Message], ...] = (
     GET_INFO,
@@ -77,4 +78,5 @@ ALL_METHODS: tuple[Method[Message, Message], ...] = (
     WATCH,
     LOGS,
     USAGE,
+    ENDPOINTS,
 )  # type: ignore[assignment]

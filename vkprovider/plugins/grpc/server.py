@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from vkprovider.errors import InvalidRequest, ProviderError
 from vkprovider.plugins._generated import provider_pb2 as pb
-from vkprovider.plugins.api import Provider, SupportsLogs, SupportsMetrics, SupportsWatch
+from vkprovider.plugins.api import Provider, SupportsEndpoints, SupportsLogs, SupportsMetrics, SupportsWatch
 from vkprovider.plugins.grpc import convert, convert_request, methods
 from vkprovider.plugins.grpc.handshake import check_address
 from vkprovider.plugins.grpc.status import encode_error
@@ -123,6 +123,16 @@ class ProviderServicer:
         except ProviderError as exc:
             await _abort(context, exc)
         return pb.UsageResponse(usage=[convert.usage_to_pb(u) for u in usage])
+
+    async def Endpoints(self, request: pb.EndpointsRequest, context: Context) -> pb.EndpointsResponse:
+        if not isinstance(self.provider, SupportsEndpoints):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this plugin has no endpoints capability")
+            raise AssertionError("context.abort returned")
+        try:
+            endpoints = await self.provider.endpoints(request.uid)
+        except ProviderError as exc:
+            await _abort(context, exc)
+        return pb.EndpointsResponse(endpoints=convert.endpoints_to_pb(endpoints))
 
 
 def generic_handler(servicer: ProviderServicer) -> grpc.GenericRpcHandler[Any, Any]:
