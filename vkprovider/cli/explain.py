@@ -6,10 +6,12 @@ Nothing is deployed. Placement only needs the pod's resources and annotations, s
 volumes and pull secrets are dropped before translation (``vkprovider.http.explain``, shared with
 the admin endpoint): a dry run needs no cluster access.
 
-With ``--admin URL`` (repeatable, one per replica) the running service answers instead, from its
-own live catalog (``POST /explain?refresh=true`` on the leader; token flags as for ``vkprovider
-status``, :mod:`vkprovider.cli.admin_client`; the token's user needs ``create`` on
-``nodes/<node>/proxy``).
+With ``--admin URL`` (repeatable, one per replica), or without ``--config`` (then the admin API
+at ``http://127.0.0.1:10255``, as ``vkprovider status`` asks), the running service answers
+instead, from its own live catalog (``POST /explain?refresh=true`` on the leader; token flags as
+for ``vkprovider status``, :mod:`vkprovider.cli.admin_client`; the token's user needs ``create``
+on ``nodes/<node>/proxy``): the providers' addresses, keys and ports are the service's business,
+so ``vkprovider explain -f pod.yaml`` works next to ``make demo`` without knowing them.
 
 Exit codes: 0 a provider would take the pod, 1 no provider would (or the admin API did not
 answer or refused), 2 bad input or config, 3 only standby replicas answered.
@@ -40,7 +42,11 @@ from vkprovider.placement.types import PlacementTarget
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("explain", help="dry-run placement: rank providers' live offers for a pod")
     parser.add_argument("-f", "--filename", required=True, help="pod manifest (YAML or JSON; '-' for stdin)")
-    parser.add_argument("--config", help="service config file (providers and placement settings)")
+    parser.add_argument(
+        "--config",
+        help="service config file: build its providers here (without it, and without --admin: "
+        "ask the running service's admin API)",
+    )
     parser.add_argument("--node-name", default=None, help="virtual node name (default: from config)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON instead of a table")
     parser.add_argument("--max-rejections", type=int, default=50, help="filtered-out offers to list")
@@ -143,7 +149,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.admin:
+    if args.admin or not args.config:
         return _run_remote(args)
     from vkprovider import logs
 

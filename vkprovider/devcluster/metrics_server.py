@@ -113,6 +113,8 @@ async def start(cluster: Cluster, *, resolution_seconds: int = 15) -> str:
         "--kubelet-preferred-address-types=InternalIP",
         "--kubelet-use-node-status-port",
         f"--metric-resolution={resolution_seconds}s",
+        # it refuses a resolution under 10/9 of the request timeout (default 10 s)
+        f"--kubelet-request-timeout={min(10, resolution_seconds * 9 // 10)}s",
         "--v=1",
     ]
     process = spawn("metrics-server", binary, args, cluster.workdir / "logs")

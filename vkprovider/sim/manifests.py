@@ -25,6 +25,8 @@ WORKLOAD_LABEL = "sim.vkprovider.io/workload"
 TRAINING_LABEL = "sim.vkprovider.io/training"
 POOL_LABEL, POOL_VALUE = "pool", "local-gpu"
 GPU = "nvidia.com/gpu"
+#: The HPAs' scale-down stabilization, in real seconds (a few metrics-server resolutions)
+HPA_SCALE_DOWN_WINDOW_SECONDS = 20
 
 
 _PLURALS = {
@@ -161,6 +163,12 @@ def hpa(s: Scenario, w: Workload) -> JSON | None:
                     },
                 }
             ],
+            # real seconds, as every control loop here: upstream's 5-minute scale-down window
+            # would be the whole compressed day
+            "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 0},
+                "scaleDown": {"stabilizationWindowSeconds": HPA_SCALE_DOWN_WINDOW_SECONDS},
+            },
         },
     }
 

@@ -24,6 +24,8 @@ from vkprovider.sim.scenario_parts import (
     Event,
     Fleet,
     Hpa,
+    LoadCurve,
+    LoadPoint,
     Maintenance,
     Outage,
     Pdb,
@@ -44,9 +46,9 @@ __all__ = [
     "CapacityChange",
     "Clock",
     "Event",
-    "EvictionCaps",
     "Fleet",
     "Hpa",
+    "LoadPoint",
     "Maintenance",
     "Outage",
     "Pdb",
@@ -66,14 +68,6 @@ __all__ = [
 ]
 
 
-class EvictionCaps(Strict):
-    """The Descheduler's eviction caps per run (the PDBs bound each workload on top)."""
-
-    per_node: int = Field(default=2, ge=1)
-    per_namespace: int = Field(default=2, ge=1)
-    total: int = Field(default=4, ge=1)
-
-
 class Runtime(Strict):
     """Wall-clock knobs of the runner itself (not part of the simulated story)."""
 
@@ -89,8 +83,9 @@ class Runtime(Strict):
     )
     seed: int = 7
     gate: dict[str, Any] = Field(default={}, description="overrides for the service's gate: section")
-    descheduler_interval_seconds: float = Field(default=2.0, gt=0)
-    descheduler: EvictionCaps = EvictionCaps()
+    descheduler_interval_seconds: float = Field(
+        default=2.0, gt=0, description="the shipped policy (deploy/descheduler/policy.yaml) runs this often"
+    )
 
 
 class Scenario(Strict):
@@ -103,6 +98,7 @@ class Scenario(Strict):
     workloads: list[Workload] = Field(min_length=1)
     training: TrainingSubmission = TrainingSubmission()
     timeline: list[Event] = []
+    load: LoadCurve = Field(default=[], description="CPU cores per external replica over the day")
     runtime: Runtime = Runtime()
 
     @property
@@ -190,6 +186,11 @@ def reference_errors(s: Scenario) -> list[str]:
                 "no replica could ever be disrupted"
             )
     errors += timing_errors(s)
+    errors += [
+        f"load.{i}.at: {p.at / 3600:g}h is after the end of the day ({s.clock.day / 3600:g}h)"
+        for i, p in enumerate(s.load)
+        if p.at > s.clock.day
+    ]
     for i, event in enumerate(s.timeline):
         field = f"timeline.{i}"
         body = event.body

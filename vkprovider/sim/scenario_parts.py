@@ -4,9 +4,18 @@ workloads and the timeline's event kinds (see :mod:`vkprovider.sim.scenario`).""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -116,6 +125,25 @@ class Workload(Strict):
     gpus: int = Field(default=1, ge=1, description="GPUs per replica")
     pdb: Pdb | None = Pdb(max_unavailable=1)
     hpa: Hpa | None = None
+
+
+class LoadPoint(Strict):
+    """From ``at`` on, every external replica's container uses ``cpu_cores`` (fakecloud's load
+    knob, ``PUT /admin/load``): what ``kubectl top`` shows and the HPAs scale on. Local (kwok)
+    replicas report no usage."""
+
+    at: SimSeconds
+    cpu_cores: float = Field(ge=0, le=1024)
+
+
+def _increasing(points: list[LoadPoint]) -> list[LoadPoint]:
+    if any(b.at <= a.at for a, b in pairwise(points)):
+        raise ValueError("points must be in increasing order of at")
+    return points
+
+
+#: The scenario's load curve: a step function over the day, in increasing ``at``.
+LoadCurve = Annotated[list[LoadPoint], AfterValidator(_increasing)]
 
 
 class Training(Strict):

@@ -8,6 +8,7 @@ override is refused naming ``runtime.gate.<field>`` instead of failing half-way 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,26 @@ from vkprovider.sim.scenario import Scenario, ScenarioError
 
 VIRTUAL_NODE = "vk-external"
 GATE_TAINT_KEY = "local-capacity"
+
+
+@dataclass(frozen=True)
+class KubeletEndpoint:
+    """Where the virtual node serves the kubelet API: the dev cluster's network-namespace address
+    (the apiserver refuses to proxy to loopback), a serving cert from the cluster CA with that IP,
+    and the cluster CA to verify the apiserver's (and metrics-server's) client certificates."""
+
+    ip: str
+    port: int
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path
+
+    def section(self) -> dict[str, Any]:
+        return {
+            "tls_cert_file": str(self.cert_file),
+            "tls_key_file": str(self.key_file),
+            "client_ca_file": str(self.client_ca_file),
+        }
 
 
 def gate_supported() -> bool:
@@ -44,12 +65,19 @@ def gate_section(s: Scenario) -> dict[str, Any]:
 
 
 def serve_config(
-    s: Scenario, clouds: dict[str, str], kubeconfig: Path, admin_port: int, node: str = VIRTUAL_NODE
+    s: Scenario,
+    clouds: dict[str, str],
+    kubeconfig: Path,
+    admin_port: int,
+    node: str = VIRTUAL_NODE,
+    kubelet: KubeletEndpoint | None = None,
 ) -> dict[str, Any]:
+    """``kubelet``: serve the kubelet API there and advertise its address (``kubectl logs``, the
+    node proxy, metrics-server); None: no kubelet API, the node advertises 127.0.0.1."""
     config: dict[str, Any] = {
         "node": {
             "name": node,
-            "internal_ip": "127.0.0.1",
+            "internal_ip": kubelet.ip if kubelet else "127.0.0.1",
             "status_update_seconds": 5,
             "probe_seconds": 2,
             "lease_renew_seconds": 5,
@@ -69,6 +97,9 @@ def serve_config(
         ],
         "placement": {"offer_refresh_seconds": 2, "blocklist_ttl_seconds": 10},
     }
+    if kubelet is not None:
+        config["node"]["kubelet_port"] = kubelet.port
+        config["kubelet"] = kubelet.section()
     if gate_supported():
         config["gate"] = gate_section(s)
     if s.training.kueue:  # the quota sync, on the leader, as a deployment would run it

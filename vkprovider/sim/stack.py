@@ -2,10 +2,13 @@
 
 The local control plane (devcluster) with the scenario's kwok nodes (and real Kueue with
 deploy/kueue's objects when training goes through it), one ``vkprovider fakecloud`` process per
-provider, ``vkprovider serve`` (with the gate when this build has one, and the quota sync with
-Kueue) and the Descheduler (when the dev cluster can start one). Processes run in their own sessions, so
-``make demo`` can exit and leave them running; their PIDs go to a state file that ``down``
-reads.
+provider, ``vkprovider serve`` (with the gate when this build has one, the quota sync with
+Kueue, and the kubelet API on the cluster's network-namespace address), metrics-server, and the
+Descheduler running the shipped ``deploy/descheduler/policy.yaml`` as it is (when the dev cluster
+can start one). The demo is the product as a user would run it: ``kubectl logs``, ``kubectl top``,
+the node proxy and a Deployment in any namespace coming home all work. Processes run in their own
+sessions, so ``make demo`` can exit and leave them running; their PIDs go to a state file that
+``down`` reads.
 """
 
 from __future__ import annotations
@@ -24,15 +27,24 @@ from typing import Any
 import httpx
 import yaml
 
-from vkprovider.devcluster import Cluster, StartupError, kwok
+from vkprovider.devcluster import Cluster, StartupError, kwok, metrics_server
+from vkprovider.devcluster.build import BuildError
 from vkprovider.devcluster.cluster import run_root
 from vkprovider.devcluster.process import Process, ensure_port_free, free_port, spawn
 from vkprovider.sim import kueue, manifests
 from vkprovider.sim.local import fakecloud_module
 from vkprovider.sim.scenario import Scenario
-from vkprovider.sim.service_config import GATE_TAINT_KEY, VIRTUAL_NODE, gate_supported, serve_config
+from vkprovider.sim.service_config import (
+    GATE_TAINT_KEY,
+    VIRTUAL_NODE,
+    KubeletEndpoint,
+    gate_supported,
+    serve_config,
+)
 
 STATE_FILE = "demo-state.json"
+#: metrics-server's scrape interval: its minimum (the day is compressed; HPAs see fresher figures)
+METRICS_RESOLUTION_SECONDS = 10
 
 
 def _quiet(message: str) -> None:
@@ -85,6 +97,8 @@ class Stack:
     descheduler: bool = False
     pod_delays: bool = False  #: kwok honours stage delays: real training Jobs, slow local Ready
     kueue: bool = False  #: real Kueue admits training; serve runs the quota sync on its leader
+    kubelet_url: str = ""  #: the virtual node's kubelet API (empty: none, no netns address)
+    metrics_server: bool = False
     virtual_node: str = VIRTUAL_NODE
     gate_taint_key: str = GATE_TAINT_KEY
     notes: list[str] = field(default_factory=list)  #: what did not start, for the report
@@ -101,6 +115,8 @@ class Stack:
             "gate": self.gate,
             "descheduler": self.descheduler,
             "kueue": self.kueue,
+            "kubelet_url": self.kubelet_url,
+            "metrics_server": self.metrics_server,
         }
         state_path(self.cluster.name).write_text(json.dumps(data, indent=1))
 
@@ -129,6 +145,7 @@ class Stack:
                 await stack._kueue_objects(say)
             await stack._clouds(s, say)
             await stack._serve(s, admin_port or free_port(), say)
+            await stack._metrics_server(say)
             await stack._descheduler(s, say)
         except BaseException:
             await stack.down()
@@ -189,14 +206,22 @@ class Stack:
             )
         self.save()
 
+    def _kubelet_endpoint(self) -> KubeletEndpoint | None:
+        """The kubelet API on the cluster's namespace address, or None (and a note) without one."""
+        net, serving = self.cluster.kubelet_net, self.cluster.kubelet_serving
+        if net is None or serving is None:
+            self.notes.append(
+                "kubelet API: the dev cluster has no network-namespace address (ip netns needs root), "
+                "so kubectl logs, kubectl top and the node proxy do not reach the virtual node"
+            )
+            return None
+        return KubeletEndpoint(net.host_ip, free_port(), serving.cert, serving.key, self.cluster.ca_cert)
+
     async def _serve(self, s: Scenario, admin_port: int, say: Callable[[str], None]) -> None:
         path = self.cluster.workdir / "sim" / "serve.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                serve_config(s, self.clouds, self.cluster.kubeconfig, admin_port, self.virtual_node),
-                sort_keys=False,
-            )
-        )
+        kubelet = self._kubelet_endpoint()
+        config = serve_config(s, self.clouds, self.cluster.kubeconfig, admin_port, self.virtual_node, kubelet)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
         proc = spawn(
             "vkprovider-serve",
             Path(sys.executable),
@@ -208,20 +233,39 @@ class Stack:
         self.gate = gate_supported()
         self.save()
         await wait_http(f"{self.admin_url}/readyz", "vkprovider serve", proc, timeout=90)
+        if kubelet is not None:
+            self.kubelet_url = f"https://{kubelet.ip}:{kubelet.port}"
+            self.save()
         say(
-            f"vkprovider serve ready (virtual node {self.virtual_node}, gate {'on' if self.gate else 'not available'})"
+            f"vkprovider serve ready (virtual node {self.virtual_node}, gate {'on' if self.gate else 'not available'}, "
+            f"kubelet API {self.kubelet_url or 'not served'})"
         )
+
+    async def _metrics_server(self, say: Callable[[str], None]) -> None:
+        """metrics-server on the namespace address, for ``kubectl top`` and the HPAs; without it
+        the day still runs (the HPAs then hold their bounds), and the report says why."""
+        if not self.kubelet_url:
+            self.notes.append("metrics-server: not started (it needs the kubelet API's namespace address)")
+            return
+        if not metrics_server.binary_path().exists():
+            say(f"building metrics-server {metrics_server.METRICS_SERVER_VERSION} once (a few minutes) ...")
+        try:
+            url = await metrics_server.start(self.cluster, resolution_seconds=METRICS_RESOLUTION_SECONDS)
+        except (StartupError, BuildError) as exc:
+            self.notes.append(f"metrics-server: could not start: {str(exc).splitlines()[0]}")
+            say(f"metrics-server: could not start ({exc}); HPAs will hold their bounds")
+            return
+        self.metrics_server = True
+        self.save()
+        say(f"metrics-server on {url} (every {METRICS_RESOLUTION_SECONDS}s): kubectl top, HPAs")
 
     async def _descheduler(self, s: Scenario, say: Callable[[str], None]) -> None:
         module = descheduler_module()
         if module is None:
             say("descheduler: not in this build (nothing will bring external replicas home)")
             return
-        policy = module.return_home_policy(
-            taint=f"{self.gate_taint_key}=available",
-            namespaces=[s.namespace],
-            **s.runtime.descheduler.model_dump(),
-        )
+        # the shipped policy file itself, read by the Descheduler at start: what we ship is what runs
+        policy: Path = module.POLICY_FILE
         try:
             proc = await module.start_descheduler(
                 self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
@@ -235,9 +279,7 @@ class Stack:
         self.processes.append(proc)
         self.descheduler = True
         self.save()
-        say(
-            f"descheduler running every {s.runtime.descheduler_interval_seconds:g}s (RemovePodsViolatingNodeTaints)"
-        )
+        say(f"descheduler running {policy} every {s.runtime.descheduler_interval_seconds:g}s")
 
     async def down(self) -> None:
         for proc in reversed(self.processes):

@@ -18,7 +18,7 @@ from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.errors import KubeConflict, KubeNotFound
 from vkprovider.sim import kueue, manifests
 from vkprovider.sim.record import Action
-from vkprovider.sim.scenario import CapacityChange, Maintenance, Outage, Scale, Scenario, Training
+from vkprovider.sim.scenario import CapacityChange, LoadPoint, Maintenance, Outage, Scale, Scenario, Training
 from vkprovider.sim.stack import node_names
 
 JSON = dict[str, Any]
@@ -104,6 +104,10 @@ class World:
                     out.append(Step(done, f"node {body.node} back", self._bind(self.cordon, body, False)))
             elif isinstance(body, Scale):
                 out.append(Step(at, f"{body.workload} -> {body.replicas}", self._bind(self.scale, body)))
+        for point in self.s.load:
+            out.append(
+                Step(self.s.real(point.at), f"load {point.cpu_cores:g} cores", self._bind(self.load, point))
+            )
         return sorted(out, key=lambda step: step.at)
 
     @staticmethod
@@ -176,6 +180,15 @@ class World:
         resp.raise_for_status()
         kind = "outage-start" if on else "outage-end"
         return Action(time.time(), kind, o.provider, "every API call fails" if on else "API answers again")
+
+    async def load(self, point: LoadPoint) -> Action:
+        """Every provider's containers run at ``cpu_cores`` from now on: the usage the kubelet API
+        reports for external replicas, so metrics-server and the HPAs see the traffic change."""
+        for url in self.clouds.values():
+            resp = await self.http.put(f"{url}/admin/load", json={"cpu_cores": point.cpu_cores})
+            resp.raise_for_status()
+        detail = f"{point.cpu_cores:g} CPU cores per external replica"
+        return Action(time.time(), "load", "traffic", detail, point.cpu_cores)
 
     async def cordon(self, m: Maintenance, on: bool) -> Action:
         name = node_names(self.s)[m.node]

@@ -167,3 +167,24 @@ async def test_explain_through_the_leader_needs_create(
     assert "decision for pod ns/p" in capsys.readouterr().out
     assert await cli(*args, "--token", "viewer-token") == 1
     assert "'get' on nodes/<node>/proxy" in capsys.readouterr().err
+
+
+async def test_explain_without_config_asks_the_running_service(
+    replicas: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``--config`` and no ``--admin``: the admin API at its default address answers (as
+    ``vkprovider status`` asks it), so nobody needs the providers' ports (``make demo``'s are random)."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\n"
+        "spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n"
+    )
+    monkeypatch.setattr(admin_client, "DEFAULT_ADMIN", replicas["leader"])
+    assert await cli("explain", "-f", str(pod), "--token", "ops-token") == 1  # answered: nobody takes it
+    assert "decision for pod ns/p" in capsys.readouterr().out
+    monkeypatch.setattr(admin_client, "DEFAULT_ADMIN", "http://127.0.0.1:9")
+    assert await cli("explain", "-f", str(pod)) == 1
+    assert "the admin API at http://127.0.0.1:9 (--admin) did not answer" in capsys.readouterr().err
