@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from vkprovider.gate.prom_queries import DCGM_QUERY as DCGM_QUERY
 from vkprovider.gate.prom_queries import FRESHNESS_OF
 from vkprovider.gate.prom_queries import KSM_QUERY as KSM_QUERY
+from vkprovider.gate.wave_config import ReturnHomeConfig
 
 
 class _Section(BaseModel):
@@ -113,6 +114,7 @@ class GateConfig(_Section):
         description="untaint at once while pods that tolerate the virtual node are unschedulable",
     )
     dry_run: bool = False
+    return_home: ReturnHomeConfig = ReturnHomeConfig()
 
     @model_validator(mode="after")
     def _band(self) -> GateConfig:

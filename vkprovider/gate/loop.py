@@ -22,6 +22,7 @@ from vkprovider.gate.decision import Action, Decider, Decision, Observation
 from vkprovider.gate.kube_signal import KubeSignal
 from vkprovider.gate.pending import blocked_by_gate, preempting
 from vkprovider.gate.prom_signal import PrometheusSignal
+from vkprovider.gate.returns import ReturnHome
 from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
 from vkprovider.gate.taint import TaintWriter, has_taint
@@ -58,6 +59,7 @@ class Gate:
         self.events = EventRecorder(kube, component="vkprovider-gate", host=node_name)
         self.decider = Decider(config)
         self.view: ClusterView | None = None
+        self.returns: ReturnHome | None = None
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.last_error = ""
@@ -90,6 +92,7 @@ class Gate:
         """One leadership term: fresh caches and timers, adopt the node's taint, then loop."""
         self.view = view = ClusterView(self.kube)
         self.decider = Decider(self.config)
+        self.returns = ReturnHome(self.kube, self.config, self.node_name, self.events)
         signal = self._signal_factory(self.config, view)
         watching = asyncio.create_task(view.run(), name="gate-informers")
         self.running = True
@@ -144,13 +147,17 @@ class Gate:
         if self.decider.tainted is None:
             self.decider.tainted = observed
         reading = await self._read(signal)
+        free = None if reading is None else reading.free_gpus
+        if self.returns is not None and self.config.return_home.enabled and self.view.synced:
+            plan = await self.returns.tick(self.view, now)  # marks the wave (docs/gate.md)
+            free = plan.units if plan.applies and free is not None else free
         pods = list(self.view.all_pods())
         self.blocked = blocked_by_gate(pods, node, self.config.taint) if node else []
         metrics.STATE.set("pending_blocked_pods", len(self.blocked))
         decision = self.decider.decide(
             Observation(
                 now=now,
-                free_gpus=None if reading is None else reading.free_gpus,
+                free_gpus=free,
                 error=self.last_error,
                 preempting=max(
                     0 if reading is None else reading.preempting, preempting(pods, self.node_name)
@@ -248,4 +255,5 @@ class Gate:
             if decision is None
             else {"action": decision.action.value, "reason": decision.reason, "message": decision.message},
             "recent_flips": self.flips,
+            "return_home": self.returns.snapshot() if self.returns else {},
         }
