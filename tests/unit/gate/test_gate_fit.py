@@ -90,7 +90,7 @@ def test_taints_count_only_when_tolerated() -> None:
 
 
 def test_node_selector_affinity_terms_and_match_fields() -> None:
-    nodes = [node("a100", **{"gpu": "a100"}), node("h100", **{"gpu": "h100"}), vk()]
+    nodes = [node("a100", labels={"gpu": "a100"}), node("h100", labels={"gpu": "h100"}), vk()]
     snap = Snapshot(nodes, [], virtual={"vk"})
     assert find(snap, pod("p", nodeSelector={"gpu": "h100"})) == "h100"
     assert find(snap, pod("p", nodeSelector={"gpu": "b200"})) is None
@@ -104,7 +104,7 @@ def test_node_selector_affinity_terms_and_match_fields() -> None:
         }
     }
     assert find(snap, pod("p", affinity=by_field)) is None  # pinned to the virtual node by name
-    empty_term = {
+    empty_term: JSON = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}
     }
     assert find(snap, pod("p", affinity=empty_term)) is None  # an empty term matches nothing

@@ -4,6 +4,7 @@ slots until the replacements bind, and backs a workload off when one did not com
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tests.unit.gate.test_gate_fit import node, vk
@@ -49,7 +50,7 @@ def planner(**cfg: Any) -> WavePlanner:
     return WavePlanner(ReturnHomeConfig(**cfg), "vk", TaintConfig())
 
 
-def names(pods: list[JSON]) -> list[str]:
+def names(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(p["metadata"]["name"] for p in pods)
 
 
