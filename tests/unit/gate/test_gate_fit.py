@@ -14,10 +14,15 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def node(
-    name: str, gpus: int = 8, *, zone: str = "z1", taints: list[JSON] | None = None, **labels: str
+    name: str,
+    gpus: int = 8,
+    *,
+    zone: str = "z1",
+    taints: list[JSON] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> JSON:
     return {
-        "metadata": {"name": name, "labels": {HOST: name, ZONE: zone, **labels}},
+        "metadata": {"name": name, "labels": {HOST: name, ZONE: zone, **(labels or {})}},
         "spec": {"taints": taints or []},
         "status": {
             "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
