@@ -37,6 +37,7 @@ class ReturnHome:
         self.events = events
         self.planner = WavePlanner(config.return_home, node_name, config.taint)
         self._pins: dict[str, tuple[str | None, float]] = {}  #: owner UID -> (template nodeName, read at)
+        self._pdbs: dict[str, tuple[list[Any], float]] = {}  #: namespace -> (budgets, read at)
         self.last: Plan | None = None
 
     async def _read_pins(self, owners: set[Owner], now: float) -> dict[str, str | None]:
@@ -68,6 +69,26 @@ class ReturnHome:
             pins[owner.uid] = pin
         return pins
 
+    async def _read_pdbs(self, namespaces: set[str], now: float) -> dict[str, list[Any]] | None:
+        """Namespace -> its PodDisruptionBudgets (``None``: not required by the config)."""
+        if not self.config.require_pdb:
+            return None
+        out: dict[str, list[Any]] = {}
+        for namespace in namespaces:
+            cached = self._pdbs.get(namespace)
+            if cached is not None and now - cached[1] < self.config.owner_refresh_seconds:
+                out[namespace] = cached[0]
+                continue
+            path = resources.api_path("poddisruptionbudgets", namespace=namespace, group="policy")
+            try:
+                items = list((await self.kube.request("GET", path)).get("items") or [])
+            except KubeError as exc:
+                log.warning("gate: cannot list PodDisruptionBudgets in %s (%s)", namespace, exc)
+                items = []
+            self._pdbs[namespace] = (items, now)
+            out[namespace] = items
+        return out
+
     async def tick(self, view: ClusterView, now: float) -> Plan:
         """Plan this tick's wave and write its marks; a planner bug logs and plans nothing (the
         taint then follows the raw reading) rather than stopping the gate."""
@@ -88,7 +109,8 @@ class ReturnHome:
             if (p.get("spec") or {}).get("nodeName") == self.node_name and (o := owner_of(p)) is not None
         }
         pins = await self._read_pins(owners, now)
-        plan = self.planner.plan(nodes, pods, now, pins)
+        pdbs = await self._read_pdbs({o.namespace for o in owners}, now)
+        plan = self.planner.plan(nodes, pods, now, pins, pdbs)
         self.last = plan
         for failure in plan.failures:
             log.warning("gate: %s: replica %s did not come home: %s", failure.owner, failure.pod, failure.why)

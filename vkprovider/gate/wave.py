@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from vkprovider.gate.affinity import label_selector_matches
 from vkprovider.gate.config import TaintConfig
 from vkprovider.gate.fit import Snapshot
 from vkprovider.gate.podspec import pod_requests, replacement
@@ -144,8 +145,16 @@ class WavePlanner:
             n["metadata"]["name"] for n in nodes if (n["metadata"].get("labels") or {}).get(key) == value
         }
 
-    def eligible(self, pod: JSON, now: float, pins: Mapping[str, str | None]) -> str:
-        """'' when ``pod`` (on the virtual node) may be marked, else why not."""
+    def eligible(
+        self,
+        pod: JSON,
+        now: float,
+        pins: Mapping[str, str | None],
+        pdbs: Mapping[str, Sequence[JSON]] | None = None,
+    ) -> str:
+        """'' when ``pod`` (on the virtual node) may be marked, else why not. ``pdbs``
+        (namespace -> its PodDisruptionBudgets; ``None``: not checked) mirrors the policy's
+        ``PodsWithoutPDB`` protection: a replica no budget covers is never evicted, so never marked."""
         owner = owner_of(pod)
         if owner is None:
             return "not owned by a ReplicaSet or StatefulSet"
@@ -162,13 +171,25 @@ class WavePlanner:
             return f"{owner} not read yet"
         if pin:
             return f"{owner} pins spec.nodeName={pin}"
+        if pdbs is not None and self.config.require_pdb:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            budgets = pdbs.get(owner.namespace) or []
+            if not any(
+                label_selector_matches((b.get("spec") or {}).get("selector"), labels) for b in budgets
+            ):
+                return "no PodDisruptionBudget covers it"
         return ""
 
     def plan(
-        self, nodes: Sequence[JSON], pods: Sequence[JSON], now: float, pins: Mapping[str, str | None]
+        self,
+        nodes: Sequence[JSON],
+        pods: Sequence[JSON],
+        now: float,
+        pins: Mapping[str, str | None],
+        pdbs: Mapping[str, Sequence[JSON]] | None = None,
     ) -> Plan:
         """The wave for this tick. ``pins``: owner UID -> the template's ``spec.nodeName``
-        (``''`` none, ``None`` not known: such replicas wait)."""
+        (``''`` none, ``None`` not known: such replicas wait); ``pdbs`` see :meth:`eligible`."""
         label = self.config.mark_label
         result = Plan()
         by_uid = {_uid(p): p for p in pods}
@@ -210,7 +231,7 @@ class WavePlanner:
         # 3. the candidates: marked ones first, then dearest first
         candidates = []
         for uid, pod in on_virtual.items():
-            why = self.eligible(pod, now, pins)
+            why = self.eligible(pod, now, pins, pdbs)
             if why:
                 if uid in self.flights and not (pod.get("metadata") or {}).get("deletionTimestamp"):
                     del self.flights[uid]

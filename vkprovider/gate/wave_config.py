@@ -34,6 +34,14 @@ class ReturnHomeConfig(BaseModel):
         ge=0,
         description="how long a workload whose replacement did not come home is not marked",
     )
+    require_pdb: bool = Field(
+        default=True,
+        description="mark only replicas a PodDisruptionBudget covers (the shipped policy protects "
+        "the others: PodsWithoutPDB)",
+    )
     owner_refresh_seconds: float = Field(
-        default=300.0, gt=0, description="how long a ReplicaSet/StatefulSet template read is reused"
+        default=300.0,
+        gt=0,
+        description="how long a ReplicaSet/StatefulSet template or a namespace's "
+        "PodDisruptionBudgets read is reused",
     )

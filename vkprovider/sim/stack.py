@@ -218,7 +218,8 @@ class Stack:
             say("descheduler: not in this build (nothing will bring external replicas home)")
             return
         policy = module.return_home_policy(
-            taint=f"{self.gate_taint_key}=available",
+            taint_key=self.gate_taint_key,
+            min_pod_age="1s",  # scenario time is compressed; the gate marks only Ready replicas
             namespaces=[s.namespace],
             **s.runtime.descheduler.model_dump(),
         )

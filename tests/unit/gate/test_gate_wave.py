@@ -139,3 +139,13 @@ def test_kueue_admitted_pods_take_their_capacity_first() -> None:
 def test_units_weigh_replicas_by_their_gpus() -> None:
     plan = planner().plan([node("a", 8), vk()], [replica("big", 4), replica("small", 1)], 0.0, PINS)
     assert plan.units == 5
+
+
+def test_only_replicas_a_budget_covers_are_marked() -> None:
+    pdb = {"spec": {"selector": {"matchLabels": {"app": "inf"}}}}
+    other = {"spec": {"selector": {"matchLabels": {"app": "other"}}}}
+    nodes = [node("a", 8), vk()]
+    assert planner().plan(nodes, [replica("r1")], 0.0, PINS, {"ns": [pdb]}).wave == ["ns/r1"]
+    plan = planner().plan(nodes, [replica("r1")], 0.0, PINS, {"ns": [other]})
+    assert plan.wave == [] and plan.applies  # stays out: nothing would evict it
+    assert planner(require_pdb=False).plan(nodes, [replica("r1")], 0.0, PINS, {"ns": []}).wave == ["ns/r1"]
