@@ -271,7 +271,12 @@ class WavePlanner:
                 and not (pod.get("metadata") or {}).get("deletionTimestamp")
             ):
                 result.unmark.append(pod)
-        result.applies = bool(result.in_flight) or any(owner_of(p) for p in on_virtual.values())
+        # a replica leaving (terminating) no longer counts: once the last replacement bound,
+        # the raw reading decides again, so a full return does not untaint on its way out
+        result.applies = bool(result.in_flight) or any(
+            owner_of(p) and not (p.get("metadata") or {}).get("deletionTimestamp")
+            for p in on_virtual.values()
+        )
         return result
 
     def _follow(

@@ -149,3 +149,14 @@ def test_only_replicas_a_budget_covers_are_marked() -> None:
     plan = planner().plan(nodes, [replica("r1")], 0.0, PINS, {"ns": [other]})
     assert plan.wave == [] and plan.applies  # stays out: nothing would evict it
     assert planner(require_pdb=False).plan(nodes, [replica("r1")], 0.0, PINS, {"ns": []}).wave == ["ns/r1"]
+
+
+def test_a_full_return_hands_the_decision_back_to_the_raw_reading() -> None:
+    p = planner()
+    nodes = [node("a", 8), vk()]
+    assert p.plan(nodes, [replica("r1")], 0.0, PINS).applies
+    leaving = replica("r1")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    bound = replica("r1-new", on="a", uid="n1", ready=False)
+    plan = p.plan(nodes, [leaving, bound], 1.0, PINS)
+    assert not plan.applies and plan.units == 0  # nothing owned is out any more
