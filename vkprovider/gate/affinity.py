@@ -14,7 +14,7 @@ caller counts the pod as "does not fit": a wrong "no" keeps a replica out one mo
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from vkprovider.gate.selector import tolerates
@@ -177,21 +177,20 @@ def _tolerated(pod: JSON, node: JSON) -> bool:
     )
 
 
-def spread_admits(pod: JSON, node: JSON, nodes: Iterable[JSON], placed: Placed) -> bool:
-    """Every ``DoNotSchedule`` topology spread constraint holds with ``pod`` on ``node``.
+def spread_check(pod: JSON, nodes: Iterable[JSON], placed: Placed) -> Callable[[JSON], bool]:
+    """A check that every ``DoNotSchedule`` topology spread constraint holds with ``pod`` on a
+    given node; the domain counts are computed once, here, for every node to be tried.
 
     Domains are the nodes (all of them, the virtual node included) that carry the key and pass
     the pod's node affinity (``nodeAffinityPolicy: Honor``, the default) and, only with
     ``nodeTaintsPolicy: Honor``, its tolerations; terminating pods are not counted."""
-    labels = _labels(node)
     namespace = (pod.get("metadata") or {}).get("namespace", "")
     all_nodes = list(nodes)
+    rules: list[tuple[str, Counter[str], int, int, int]] = []  # key, counts, min, own, maxSkew
     for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
         if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
             continue
         key = c.get("topologyKey", "")
-        if key not in labels:
-            return False
         selector = _with_label_keys(c.get("labelSelector"), pod, c)
         eligible = [
             n
@@ -215,6 +214,18 @@ def spread_admits(pod: JSON, node: JSON, nodes: Iterable[JSON], placed: Placed) 
         if len(domains) < int(c.get("minDomains") or 1):
             minimum = 0
         own = 1 if label_selector_matches(selector, _labels(pod)) else 0
-        if counts[labels[key]] + own - minimum > int(c.get("maxSkew") or 1):
-            return False
-    return True
+        rules.append((key, counts, minimum, own, int(c.get("maxSkew") or 1)))
+
+    def admits(node: JSON) -> bool:
+        labels = _labels(node)
+        for key, counts, minimum, own, max_skew in rules:
+            if key not in labels or counts[labels[key]] + own - minimum > max_skew:
+                return False
+        return True
+
+    return admits
+
+
+def spread_admits(pod: JSON, node: JSON, nodes: Iterable[JSON], placed: Placed) -> bool:
+    """:func:`spread_check` for one node."""
+    return spread_check(pod, nodes, placed)(node)

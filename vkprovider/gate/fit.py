@@ -14,16 +14,18 @@ Descheduler's ``nodeFit`` ignores its own evictions within a run and does exactl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from vkprovider.gate.affinity import (
+    Placed,
     Unevaluable,
+    has_anti_affinity,
     node_affinity_admits,
     pod_affinity_admits,
-    spread_admits,
+    spread_check,
 )
 from vkprovider.gate.podspec import Resources, host_ports, pod_requests, ports_conflict, unjudged_volumes
 from vkprovider.gate.selector import tolerates
@@ -46,6 +48,7 @@ class NodeState:
     requested: Resources = field(default_factory=dict)
     ports: set[tuple[str, str, int]] = field(default_factory=set)
     pods: dict[str, JSON] = field(default_factory=dict)  #: uid -> pod
+    repelling: dict[str, JSON] = field(default_factory=dict)  #: the pods with required anti-affinity
 
     @property
     def name(self) -> str:
@@ -56,14 +59,18 @@ class NodeState:
             self.requested[name] = self.requested.get(name, Decimal(0)) + amount
         self.ports |= host_ports(pod)
         self.pods[_uid(pod)] = pod
+        if has_anti_affinity(pod):
+            self.repelling[_uid(pod)] = pod
 
     def remove(self, uid: str) -> None:
         pod = self.pods.pop(uid, None)
         if pod is None:
             return
+        self.repelling.pop(uid, None)
         for name, amount in pod_requests(pod).items():
             self.requested[name] = self.requested.get(name, Decimal(0)) - amount
-        self.ports = set().union(*(host_ports(p) for p in self.pods.values()))
+        if host_ports(pod):
+            self.ports = set().union(*(host_ports(p) for p in self.pods.values()))
 
     def free(self, resource: str) -> Decimal:
         return self.allocatable.get(resource, Decimal(0)) - self.requested.get(resource, Decimal(0))
@@ -98,18 +105,41 @@ class Snapshot:
 
     def remove(self, pod: JSON) -> None:
         """Take a pod out (the replica a wave moves: its old copy is about to go)."""
-        for state in self.nodes.values():
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        where = self.nodes.get(spec.get("nodeName") or status.get("nominatedNodeName") or "")
+        for state in [where] if where is not None else self.nodes.values():
             state.remove(_uid(pod))
 
     def place(self, pod: JSON, node: str) -> None:
         """Reserve ``pod`` on ``node`` for the rest of this plan."""
         self.nodes[node].add(pod)
 
-    def _placed(self) -> list[tuple[JSON, JSON]]:
-        return [(p, s.node) for s in self.nodes.values() for p in s.pods.values()]
+    def _relevant(self, pod: JSON) -> Placed:
+        """The placed pods the affinity and spread checks need for ``pod``: all of them when it
+        has pod affinity, anti-affinity or spread constraints of its own, else only those with a
+        required anti-affinity (which may repel it). Keeps a check O(pods) per plan step, not
+        O(nodes x pods)."""
+        spec = pod.get("spec") or {}
+        own = bool(spec.get("topologySpreadConstraints")) or any(
+            ((spec.get("affinity") or {}).get(kind) or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+            for kind in ("podAffinity", "podAntiAffinity")
+        )
+        if own:
+            return [(p, s.node) for s in self.nodes.values() for p in s.pods.values()]
+        return [(p, s.node) for s in self.nodes.values() for p in s.repelling.values()]
 
-    def why_not(self, pod: JSON, state: NodeState) -> str:
-        """'' when ``pod`` fits ``state``'s node, else the first failing predicate."""
+    def why_not(
+        self,
+        pod: JSON,
+        state: NodeState,
+        placed: Placed | None = None,
+        wants: tuple[Resources, set[tuple[str, str, int]]] | None = None,
+        spread: Callable[[JSON], bool] | None = None,
+    ) -> str:
+        """'' when ``pod`` fits ``state``'s node, else the first failing predicate. ``placed``:
+        the pods that matter to affinity and spread (computed once per :meth:`find`)."""
         node, spec = state.node, pod.get("spec") or {}
         if spec.get("nodeName") and spec["nodeName"] != state.name:
             return "NodeName"
@@ -123,16 +153,20 @@ class Snapshot:
                 return "TaintToleration"
         if not node_affinity_admits(pod, node):
             return "NodeAffinity"
-        for name, amount in pod_requests(pod).items():
+        requests, ports = wants if wants is not None else (pod_requests(pod), host_ports(pod))
+        for name, amount in requests.items():
             if amount > 0 and amount > state.free(name):
                 return f"Insufficient {name}"
-        if ports_conflict(host_ports(pod), state.ports):
+        if ports and ports_conflict(ports, state.ports):
             return "NodePorts"
-        placed = self._placed()
+        if placed is None:
+            placed = self._relevant(pod)
         try:
             if not pod_affinity_admits(pod, node, placed):
                 return "InterPodAffinity"
-            if not spread_admits(pod, node, (s.node for s in self.nodes.values()), placed):
+            if spread is None:
+                spread = spread_check(pod, (s.node for s in self.nodes.values()), placed)
+            if not spread(node):
                 return "PodTopologySpread"
         except Unevaluable as exc:
             return f"Unevaluable: {exc}"
@@ -146,8 +180,11 @@ class Snapshot:
             return None, {"*": f"volumes the gate cannot judge: {', '.join(bad)}"}
         reasons: dict[str, str] = {}
         local = [s for name, s in sorted(self.nodes.items()) if name not in self.virtual]
+        placed = self._relevant(pod)
+        wants = (pod_requests(pod), host_ports(pod))  # parsed once, not per node
+        spread = spread_check(pod, (s.node for s in self.nodes.values()), placed)
         for state in local:
-            why = self.why_not(pod, state)
+            why = self.why_not(pod, state, placed, wants, spread)
             if not why:
                 return state.name, reasons
             reasons[state.name] = why

@@ -9,6 +9,7 @@ matches). In dry-run nothing is written and the plan is only logged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -110,7 +111,9 @@ class ReturnHome:
         }
         pins = await self._read_pins(owners, now)
         pdbs = await self._read_pdbs({o.namespace for o in owners}, now)
-        plan = self.planner.plan(nodes, pods, now, pins, pdbs)
+        # in a worker thread: a plan over a large cluster takes a while (bench/bench_gate_wave.py)
+        # and the service's other loops share this event loop; the lists are this tick's copies
+        plan = await asyncio.to_thread(self.planner.plan, nodes, pods, now, pins, pdbs)
         self.last = plan
         for failure in plan.failures:
             log.warning("gate: %s: replica %s did not come home: %s", failure.owner, failure.pod, failure.why)

@@ -95,6 +95,19 @@ def is_ready(pod: JSON) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def _summary(reasons: Mapping[str, str]) -> str:
+    """Why no node took a replica, grouped: ``Insufficient nvidia.com/gpu: 498 node(s); …``."""
+    if not reasons:
+        return "no local node"
+    counts: dict[str, list[str]] = {}
+    for node, why in sorted(reasons.items()):
+        counts.setdefault(why, []).append(node)
+    return "; ".join(
+        f"{why}: {nodes[0]}" if len(nodes) == 1 else f"{why}: {len(nodes)} nodes"
+        for why, nodes in counts.items()
+    )
+
+
 @dataclass
 class Flight:
     """A marked replica, from its mark until its replacement is home (or did not come)."""
@@ -240,18 +253,22 @@ class WavePlanner:
             candidates.append((not marked, -price(pod), _key(pod), pod))
         candidates.sort(key=lambda c: c[:3])
         wave_uids = set()
+        family: dict[str, set[str]] | None = None  #: owner UID -> its pods' UIDs (built on demand)
+        refused: dict[str, str] = {}  #: owner UID -> why its replica did not fit (this plan)
         for _, _, key, pod in candidates:
             owner = owner_of(pod)
             assert owner is not None
+            if owner.uid in refused:  # its siblings share the template: they do not fit either
+                result.stay[key] = refused[owner.uid]
+                self.flights.pop(_uid(pod), None)
+                continue
             want = replacement(pod, pinned_node=pins.get(owner.uid) or "")
             want["metadata"]["labels"].pop(label, None)
             snap.remove(pod)
             node, reasons = snap.find(want)
             if node is None:
                 snap.place(pod, self.virtual_node)  # it stays where it is
-                result.stay[key] = (
-                    "; ".join(f"{n}: {r}" for n, r in sorted(reasons.items())) or "no local node"
-                )
+                refused[owner.uid] = result.stay[key] = _summary(reasons)
                 self.flights.pop(_uid(pod), None)
                 continue
             snap.place(want, node)
@@ -259,8 +276,12 @@ class WavePlanner:
             result.wave.append(key)
             result.units += gpu_units(pod)
             if _uid(pod) not in self.flights:
-                siblings = frozenset(_uid(p) for p in pods if owner_of(p) == owner)
-                self.flights[_uid(pod)] = Flight(pod, owner, siblings)
+                if family is None:
+                    family = {}
+                    for p in pods:
+                        if (o := owner_of(p)) is not None:
+                            family.setdefault(o.uid, set()).add(_uid(p))
+                self.flights[_uid(pod)] = Flight(pod, owner, frozenset(family.get(owner.uid, ())))
             if label not in ((pod.get("metadata") or {}).get("labels") or {}):
                 result.mark.append(pod)
         for uid, pod in on_virtual.items():

@@ -58,7 +58,7 @@ def test_dearest_first_sized_to_the_free_capacity() -> None:
     out = [replica("cheap", price=1.0), replica("dear", price=3.0), replica("mid", price=2.0)]
     plan = planner().plan([node("a", 2), vk()], out, 0.0, PINS)
     assert plan.wave == ["ns/dear", "ns/mid"] and names(plan.mark) == ["dear", "mid"]
-    assert plan.stay == {"ns/cheap": "a: Insufficient nvidia.com/gpu"}
+    assert plan.stay == {"ns/cheap": "Insufficient nvidia.com/gpu: a"}
     assert plan.units == 2 and plan.applies
 
 
