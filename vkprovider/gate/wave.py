@@ -338,8 +338,9 @@ class WavePlanner:
                 return f"its replacement on {where} was not Ready within {self.config.come_home_seconds:g}s"
             return ""
         if late:
-            state = "Pending" if seen else "never created"
-            return f"its replacement stayed {state} for {self.config.come_home_seconds:g}s"
+            if seen:
+                return f"its replacement stayed Pending for {self.config.come_home_seconds:g}s"
+            return f"no replacement was created within {self.config.come_home_seconds:g}s"
         if seen is None:
             want = replacement(flight.pod, pinned_node="")
             want["metadata"]["labels"].pop(self.config.mark_label, None)

@@ -33,6 +33,7 @@ def node(
 
 def vk() -> JSON:
     n = node("vk", 100, zone="cloud")
+    n["metadata"]["uid"] = "uid-vk"
     n["metadata"]["labels"]["type"] = "virtual-kubelet"
     n["spec"]["taints"] = [{"key": "virtual-kubelet.io/provider", "effect": "NoSchedule"}]
     return n
