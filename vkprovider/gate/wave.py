@@ -210,8 +210,12 @@ class WavePlanner:
         claimed = {f.replacement_uid for f in self.flights.values() if f.replacement_uid}
 
         # 1. Kueue-admitted pods (ungated, unbound) take their capacity before any replica
+        #    (a flight's own replacement is reserved in step 2, not here)
+        flying = {f.owner.uid for f in self.flights.values()}
         for pod in pods:
             spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+            if (owner := owner_of(pod)) is not None and owner.uid in flying:
+                continue
             if (
                 KUEUE_QUEUE_LABEL in (meta.get("labels") or {})
                 and not spec.get("nodeName")
