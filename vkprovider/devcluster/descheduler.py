@@ -39,10 +39,7 @@ def return_home_policy(
         args["namespaces"] = {"include": namespaces}
     evictor = {
         "labelSelector": {"matchLabels": {mark_label: "true"}},
-        "podProtections": {
-            "defaultDisabled": ["PodsWithLocalStorage"],
-            "extraEnabled": ["PodsWithoutPDB"],
-        },
+        "podProtections": {"defaultDisabled": ["PodsWithLocalStorage"]},
         "minPodAge": min_pod_age,
         "nodeFit": True,
     }

@@ -166,8 +166,8 @@ class WavePlanner:
         pdbs: Mapping[str, Sequence[JSON]] | None = None,
     ) -> str:
         """'' when ``pod`` (on the virtual node) may be marked, else why not. ``pdbs``
-        (namespace -> its PodDisruptionBudgets; ``None``: not checked) mirrors the policy's
-        ``PodsWithoutPDB`` protection: a replica no budget covers is never evicted, so never marked."""
+        (namespace -> its PodDisruptionBudgets; ``None``: not checked): a replica no budget covers
+        is never marked, so the Descheduler never evicts it (see ``require_pdb``)."""
         owner = owner_of(pod)
         if owner is None:
             return "not owned by a ReplicaSet or StatefulSet"

@@ -36,8 +36,8 @@ class ReturnHomeConfig(BaseModel):
     )
     require_pdb: bool = Field(
         default=True,
-        description="mark only replicas a PodDisruptionBudget covers (the shipped policy protects "
-        "the others: PodsWithoutPDB)",
+        description="mark only replicas a PodDisruptionBudget covers: the others could all be "
+        "evicted in one run (the Descheduler's own PodsWithoutPDB is broken in v0.36, policy.yaml)",
     )
     owner_refresh_seconds: float = Field(
         default=300.0,

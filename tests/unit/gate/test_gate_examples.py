@@ -55,13 +55,12 @@ def test_the_policy_file_is_the_policy_the_tests_run() -> None:
     assert on_disk == return_home_policy()
     (profile,) = on_disk["profiles"]
     args = {p["name"]: p["args"] for p in profile["pluginConfig"]}
-    # the taint by key (v0.36 matches key or key=value), only the gate's marks, emptyDir pods
-    # allowed, pods without a budget protected, the mark label the gate writes
+    # the taint by key (v0.36 matches key or key=value), only the gate's marks (the label the
+    # gate writes), emptyDir pods allowed
     assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == [TaintConfig().key]
     evictor = args["DefaultEvictor"]
     assert evictor["labelSelector"] == {"matchLabels": {ReturnHomeConfig().mark_label: "true"}}
-    assert evictor["podProtections"] == {
-        "defaultDisabled": ["PodsWithLocalStorage"],
-        "extraEnabled": ["PodsWithoutPDB"],
-    }
+    # no PodsWithoutPDB: v0.36 never starts its PDB informer in a looping run (policy.yaml);
+    # the gate does not mark replicas without a budget instead
+    assert evictor["podProtections"] == {"defaultDisabled": ["PodsWithLocalStorage"]}
     assert evictor["minPodAge"] == "2m" and evictor["nodeFit"] is True
