@@ -132,6 +132,7 @@ def job(name: str) -> JSON:
     template["metadata"] = {"labels": {"app": name}, "annotations": {kwok.COMPLETE_DELAY_ANNOTATION: "900s"}}
     spec = template["spec"]
     spec["priorityClassName"] = "inference-standard"
+    spec.pop("nodeSelector", None)  # the example pins training to the local pool
     spec["tolerations"] = [
         {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
     ]
