@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.gate_support import descheduler_evictions
 from tests.support import eventually
 from vkprovider.devcluster.build import Toolchain
-from vkprovider.devcluster.descheduler import POLICY_FILE
+from vkprovider.devcluster.descheduler import POLICY_FILE, shipped_policy
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.sim.demo import ADMIN_PORT
 from vkprovider.sim.scenario import load_scenario
@@ -137,7 +138,11 @@ async def test_readme_commands_and_a_user_deployment_coming_home(demo: Stack) ->
     assert demo.metrics_server and demo.descheduler, demo.notes
     descheduler = next(p for p in demo.processes if p.name == "descheduler")
     argv = Path(f"/proc/{descheduler.pid}/cmdline").read_bytes().decode().split("\0")
-    assert f"--policy-config-file={POLICY_FILE}" in argv  # the shipped file itself, not a copy
+    # the shipped policy, every plugin and cap as shipped; only minPodAge is on the simulated clock
+    policy_file = next(a.split("=", 1)[1] for a in argv if a.startswith("--policy-config-file="))
+    running = yaml.safe_load(Path(policy_file).read_text())
+    assert running == shipped_policy(min_pod_age="1s")
+    assert running != shipped_policy()  # (the one difference is really there)
     kube = await KubeClient.connect(str(demo.cluster.kubeconfig))
     try:
         node = await kube.request("GET", f"/api/v1/nodes/{demo.virtual_node}")

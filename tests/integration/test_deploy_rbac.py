@@ -54,6 +54,11 @@ KEY_SECRET = "vkprovider-system/vkprovider-provider-keys"
 
 #: Granted (verb, group, resource) that this run need not exercise, and why they stay.
 KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
+    ("get", "apps", "replicasets"): "the gate's return wave reads the owner of a ReplicaSet replica on "
+    "the virtual node; this run's pods are bare (tests/integration/test_return_matrix.py uses it)",
+    ("get", "apps", "statefulsets"): "the same for a StatefulSet replica",
+    ("list", "policy", "poddisruptionbudgets"): "the return wave marks only replicas a PDB covers; "
+    "read for the namespaces of owned replicas on the virtual node, none in this run",
     ("get", "", "pods"): "re-read of a pod after a 409 on its status write (only under a race)",
     ("patch", "", "pods"): "placement annotations ride the status patch; a metadata patch of their own "
     "only when no status write follows the create (e.g. the provider's API went away right after)",

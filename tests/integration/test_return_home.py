@@ -108,7 +108,7 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
     slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient, ns: str
 ) -> None:
     await add_foreign_taint(kube, vnode.name)
-    policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4)
+    policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4, min_pod_age="3s")
     descheduler = await start_descheduler(slow_cluster, policy, interval_seconds=2)
     timeline = Timeline(kube, ns, vnode)
     timeline.start()
@@ -165,7 +165,7 @@ async def test_training_pushes_inference_out_and_it_comes_home_within_its_budget
 async def test_partial_return_brings_home_exactly_what_fits_without_flapping(
     slow_cluster: Cluster, vnode: VirtualNode, kube: KubeClient, ns: str
 ) -> None:
-    policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4)
+    policy = return_home_policy(namespaces=[ns], per_node=2, per_namespace=2, total=4, min_pod_age="3s")
     timeline = Timeline(kube, ns, vnode)
     timeline.start()
     descheduler = await start_descheduler(slow_cluster, policy, interval_seconds=2)

@@ -18,23 +18,43 @@ from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.cluster import Cluster
 from vkprovider.devcluster.process import Process, StartupError, spawn
 
-#: The repository's policy: bring pods home off the gate's taint, a few at a time.
+#: The repository's policy: bring the pods the gate marked home off its taint, a few at a time.
 POLICY_FILE = Path(__file__).resolve().parents[2] / "deploy" / "descheduler" / "policy.yaml"
+
+
+def shipped_policy(*, min_pod_age: str | None = None) -> dict[str, Any]:
+    """``deploy/descheduler/policy.yaml`` as shipped, with only ``minPodAge`` replaced when
+    given (the simulated day runs on a compressed clock)."""
+    policy: dict[str, Any] = yaml.safe_load(POLICY_FILE.read_text())
+    if min_pod_age is not None:
+        for profile in policy.get("profiles", []):
+            for plugin in profile.get("pluginConfig", []):
+                if plugin.get("name") == "DefaultEvictor":
+                    plugin.setdefault("args", {})["minPodAge"] = min_pod_age
+    return policy
 
 
 def return_home_policy(
     *,
-    taint: str = "local-capacity=available",
+    taint_key: str = "local-capacity",
+    mark_label: str = "vkprovider.io/return-home",
+    min_pod_age: str = "2m",
     per_node: int = 2,
     per_namespace: int = 2,
     total: int = 4,
     namespaces: list[str] | None = None,
 ) -> dict[str, Any]:
     """The descheduler/v1alpha2 policy of ``deploy/descheduler/policy.yaml``, parameterised for
-    tests (e.g. limited to a test's namespace)."""
-    args: dict[str, Any] = {"includedTaints": [taint]}
+    tests (e.g. limited to a test's namespace, a shorter ``minPodAge``)."""
+    args: dict[str, Any] = {"includedTaints": [taint_key]}
     if namespaces:
         args["namespaces"] = {"include": namespaces}
+    evictor = {
+        "labelSelector": {"matchLabels": {mark_label: "true"}},
+        "podProtections": {"defaultDisabled": ["PodsWithLocalStorage"]},
+        "minPodAge": min_pod_age,
+        "nodeFit": True,
+    }
     return {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
@@ -45,7 +65,7 @@ def return_home_policy(
             {
                 "name": "return-home",
                 "pluginConfig": [
-                    {"name": "DefaultEvictor", "args": {"nodeFit": True}},
+                    {"name": "DefaultEvictor", "args": evictor},
                     {"name": "RemovePodsViolatingNodeTaints", "args": args},
                 ],
                 "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}},

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from vkprovider.gate.prom_queries import DCGM_QUERY as DCGM_QUERY
 from vkprovider.gate.prom_queries import FRESHNESS_OF
 from vkprovider.gate.prom_queries import KSM_QUERY as KSM_QUERY
+from vkprovider.gate.wave_config import ReturnHomeConfig
 
 
 class _Section(BaseModel):
@@ -132,6 +133,7 @@ class GateConfig(_Section):
         "Lease when enabled, else <host>/serve or <host>/gate",
     )
     dry_run: bool = False
+    return_home: ReturnHomeConfig = ReturnHomeConfig()
 
     @model_validator(mode="after")
     def _band(self) -> GateConfig:

@@ -25,6 +25,7 @@ from vkprovider.gate.kube_signal import KubeSignal
 from vkprovider.gate.pending import blocking_pods, pod_key, preempting
 from vkprovider.gate.pending_hold import HoldCeiling
 from vkprovider.gate.prom_signal import PrometheusSignal
+from vkprovider.gate.returns import ReturnHome
 from vkprovider.gate.selector import parse_selector
 from vkprovider.gate.signal import Reading, Signal, SignalUnavailable
 from vkprovider.gate.taint import TaintWriter, has_taint
@@ -72,6 +73,7 @@ class Gate:
             wall=wall,
         )
         self.view: ClusterView | None = None
+        self.returns: ReturnHome | None = None
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.last_error = ""
@@ -105,6 +107,7 @@ class Gate:
         """One leadership term: fresh caches and timers, adopt the node's taint, then loop."""
         self.view = view = ClusterView(self.kube)
         self.decider = Decider(self.config)
+        self.returns = ReturnHome(self.kube, self.config, self.node_name, self.events)
         signal = self._signal_factory(self.config, view)
         watching = asyncio.create_task(view.run(), name="gate-informers")
         self.running = True
@@ -174,6 +177,10 @@ class Gate:
             if ago is not None:
                 self.decider.last_flip_at = now - ago
         reading = await self._read(signal)
+        free = None if reading is None else reading.free_gpus
+        if self.returns is not None and self.config.return_home.enabled and self.view.synced:
+            plan = await self.returns.tick(self.view, now)  # marks the wave (docs/gate.md)
+            free = plan.units if plan.applies and free is not None else free
         pods = list(self.view.all_pods())
         blocking = blocking_pods(pods, node, self.config.taint) if node else []
         self.blocked = [pod_key(p) for p in await self.holds.admit(blocking, now, self.events)]
@@ -181,7 +188,7 @@ class Gate:
         decision = self.decider.decide(
             Observation(
                 now=now,
-                free_gpus=None if reading is None else reading.free_gpus,
+                free_gpus=free,
                 error=self.last_error,
                 preempting=max(
                     0 if reading is None else reading.preempting, preempting(pods, self.node_name)
@@ -294,4 +301,5 @@ class Gate:
             if decision is None
             else {"action": decision.action.value, "reason": decision.reason, "message": decision.message},
             "recent_flips": self.flips,
+            "return_home": self.returns.snapshot() if self.returns else {},
         }

@@ -11,7 +11,7 @@ node cannot take anyway switches the return off for nothing:
 * its ``nodeSelector`` and required node affinity admit the virtual node, with the API's
   semantics: terms are ORed, an empty (or null) term matches nothing, ``matchFields`` matches
   ``metadata.name``;
-* its demand fits what the virtual node has left (``vkprovider/gate/fit.py``): a 16-GPU pod
+* its demand fits what the virtual node has left (``vkprovider/gate/room.py``): a 16-GPU pod
   on a node that offers 8 is not the gate's business.
 
 Training pods (which do not tolerate the virtual node) therefore never count, so preemption
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from vkprovider.gate.config import TaintConfig
-from vkprovider.gate.fit import Room
+from vkprovider.gate.room import Room
 from vkprovider.gate.selector import tolerates
 from vkprovider.gate.taint import is_ours
 

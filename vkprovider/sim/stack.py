@@ -264,8 +264,10 @@ class Stack:
         if module is None:
             say("descheduler: not in this build (nothing will bring external replicas home)")
             return
-        # the shipped policy file itself, read by the Descheduler at start: what we ship is what runs
-        policy: Path = module.POLICY_FILE
+        # The shipped policy itself, every plugin and cap as it is (what we ship is what runs),
+        # with one time-valued field on the simulated clock: the shipped minPodAge (2m of real
+        # time) would be hours of a compressed day, longer than quick.yaml's whole run.
+        policy = module.shipped_policy(min_pod_age="1s")
         try:
             proc = await module.start_descheduler(
                 self.cluster, policy, interval_seconds=s.runtime.descheduler_interval_seconds
@@ -279,7 +281,10 @@ class Stack:
         self.processes.append(proc)
         self.descheduler = True
         self.save()
-        say(f"descheduler running {policy} every {s.runtime.descheduler_interval_seconds:g}s")
+        say(
+            f"descheduler running {module.POLICY_FILE} (minPodAge 1s) every "
+            f"{s.runtime.descheduler_interval_seconds:g}s"
+        )
 
     async def down(self) -> None:
         for proc in reversed(self.processes):

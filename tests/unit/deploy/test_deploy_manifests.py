@@ -332,7 +332,16 @@ def test_cluster_wide_env_is_an_opt_in_component(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("component", "granted"),
     [
-        ("gate-kube-signal", {("list", "", "nodes"), ("watch", "", "nodes")}),
+        (
+            "gate-kube-signal",
+            {
+                ("list", "", "nodes"),
+                ("watch", "", "nodes"),
+                ("get", "apps", "replicasets"),
+                ("get", "apps", "statefulsets"),
+                ("list", "policy", "poddisruptionbudgets"),
+            },
+        ),
         ("kubelet-csr", CSR_RIGHTS),
     ],
 )

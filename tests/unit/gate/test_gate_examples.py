@@ -10,6 +10,7 @@ import yaml
 from vkprovider.devcluster.descheduler import POLICY_FILE, return_home_policy
 from vkprovider.gate.config import TaintConfig
 from vkprovider.gate.selector import tolerates
+from vkprovider.gate.wave_config import ReturnHomeConfig
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
@@ -54,5 +55,12 @@ def test_the_policy_file_is_the_policy_the_tests_run() -> None:
     assert on_disk == return_home_policy()
     (profile,) = on_disk["profiles"]
     args = {p["name"]: p["args"] for p in profile["pluginConfig"]}
-    assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == ["local-capacity=available"]
-    assert args["DefaultEvictor"]["nodeFit"] is True
+    # the taint by key (v0.36 matches key or key=value), only the gate's marks (the label the
+    # gate writes), emptyDir pods allowed
+    assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == [TaintConfig().key]
+    evictor = args["DefaultEvictor"]
+    assert evictor["labelSelector"] == {"matchLabels": {ReturnHomeConfig().mark_label: "true"}}
+    # no PodsWithoutPDB: v0.36 never starts its PDB informer in a looping run (policy.yaml);
+    # the gate does not mark replicas without a budget instead
+    assert evictor["podProtections"] == {"defaultDisabled": ["PodsWithLocalStorage"]}
+    assert evictor["minPodAge"] == "2m" and evictor["nodeFit"] is True
