@@ -8,6 +8,7 @@ timeline and the quota around each node event are printed (run with ``-s`` to se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -94,6 +95,25 @@ async def sync(kcluster: Cluster) -> AsyncIterator[QuotaSync]:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await kube.close()
+
+
+@pytest.fixture(autouse=True)
+async def _jobs_removed_after_each_test(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    """The tests share the cluster: a test that fails mid-way must not leave its training running
+    (it would hold quota and GPUs, and every later test would fail for it)."""
+    yield
+    await client.request(
+        "DELETE",
+        f"/apis/batch/v1/namespaces/{NS}/jobs",
+        params={"propagationPolicy": "Background"},
+    )
+    with contextlib.suppress(TimeoutError):
+        await eventually(lambda: _no_pods(client), timeout=60)
+
+
+async def _no_pods(client: httpx.AsyncClient) -> bool:
+    items = (await client.get(f"/api/v1/namespaces/{NS}/pods")).json().get("items") or []
+    return not items
 
 
 # ---------------------------------------------------------------------------------- helpers

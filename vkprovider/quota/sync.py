@@ -222,8 +222,12 @@ class QuotaSync:
             message = report.synced_message(plan, readings, self._counted.get(name, {}))
             await self._event(cq, "Normal", "QuotaSynced", message)
             log.info("quota sync: ClusterQueue %s: %s", name, message)
-        if plan.hold == "hold":
-            metrics.HOLDS.labels(name).inc()
+        # A hold is reported when it begins, and again whenever the quota moves while it lasts
+        # (a second node lost): the Event always states the shortfall now, not the first one.
+        still_held = plan.hold is None and plan.changes and plan.shortfalls and held_by_sync(cq)
+        if plan.hold == "hold" or still_held:
+            if plan.hold == "hold":
+                metrics.HOLDS.labels(name).inc()
             message = report.hold_message(plan)
             await self._event(cq, "Warning", "QuotaHold", message)
             log.warning("quota sync: ClusterQueue %s: %s", name, message)
