@@ -109,12 +109,24 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                         {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
                     ],
                     "terminationGracePeriodSeconds": 5,
+                    # vLLM's own Kubernetes manifest: /dev/shm as a memory emptyDir (tensor-parallel
+                    # workers share it) and an emptyDir model cache. Both are local storage, which
+                    # the Descheduler refuses to evict unless the policy says otherwise: the day
+                    # runs the manifest users run, so the return home is tested on it.
+                    "volumes": [
+                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+                        {"name": "model-cache", "emptyDir": {}},
+                    ],
                     "containers": [
                         {
                             "name": "server",
-                            "image": "registry.example/llm-server:1.0",
+                            "image": "vllm/vllm-openai:v0.6.3",
                             "args": ["--model", w.name, "--port", "8000"],
                             "ports": [{"containerPort": 8000}],
+                            "volumeMounts": [
+                                {"name": "shm", "mountPath": "/dev/shm"},
+                                {"name": "model-cache", "mountPath": "/root/.cache/huggingface"},
+                            ],
                             "resources": {
                                 "requests": {"cpu": "1", GPU: str(w.gpus)},
                                 "limits": {GPU: str(w.gpus)},

@@ -108,6 +108,17 @@ def test_inference_prefers_local_and_may_burst_but_not_past_the_gate() -> None:
     assert preferred[0]["preference"]["matchExpressions"][0]["key"] == "pool"
 
 
+def test_inference_is_the_vllm_manifest_shape_with_local_storage() -> None:
+    """The day's replicas carry vLLM's /dev/shm (memory emptyDir) and a model-cache emptyDir, so
+    the return home is exercised on the local storage the Descheduler protects by default."""
+    spec = manifests.inference_deployment(S, S.workloads[0])["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+    assert "emptyDir" in volumes["model-cache"]
+    mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["/dev/shm"] == "shm"
+
+
 def test_training_runs_locally_at_its_priority() -> None:
     ((_, training),) = S.trainings()
     job = manifests.training_job(S, training, run_seconds=99)
