@@ -21,6 +21,7 @@ import yaml
 from vkprovider.devcluster import kwok
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
+from vkprovider.gate.signal import Reading
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeConflict
 from vkprovider.sim.local import VirtualNode
@@ -326,3 +327,21 @@ class Timeline:
 
     def since(self, moment: float) -> list[Sample]:
         return [s for s in self.samples if s.at >= moment]
+
+
+class FixedSignal:
+    """A signal that always reads ``free`` GPUs: the gate's writes under test, not a signal."""
+
+    kind = "fixed"
+
+    def __init__(self, free: float) -> None:
+        self.free = free
+
+    async def start(self) -> None:
+        return None
+
+    async def read(self) -> Reading:
+        return Reading(free_gpus=self.free)
+
+    async def close(self) -> None:
+        return None

@@ -20,13 +20,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.gate_support import GATE_TAINT, create_namespace, node_taints, running_gate
+from tests.integration.gate_support import (
+    GATE_TAINT,
+    FixedSignal,
+    create_namespace,
+    node_taints,
+    running_gate,
+)
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
-from vkprovider.gate.signal import Reading
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.gate_heartbeat import PAUSED_ANNOTATION
 from vkprovider.sim.local import VirtualNode, cloud_config, fakecloud_module, start_virtual_node
@@ -59,22 +64,6 @@ async def vnode(cluster: Cluster, kube: KubeClient) -> AsyncIterator[VirtualNode
     yield node
     await node.stop()
     await kube.request("DELETE", f"/api/v1/nodes/{node.name}")
-
-
-class FixedSignal:
-    kind = "fixed"
-
-    def __init__(self, free: float) -> None:
-        self.free = free
-
-    async def start(self) -> None:
-        return None
-
-    async def read(self) -> Reading:
-        return Reading(free_gpus=self.free)
-
-    async def close(self) -> None:
-        return None
 
 
 def fixed_gate(kube: KubeClient, node: str, identity: str, free: float, **cfg: Any) -> Gate:

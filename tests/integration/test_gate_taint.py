@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.integration.gate_support import GATE_TAINT, node_taints
+from tests.integration.gate_support import GATE_TAINT, FixedSignal, node_taints
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.gate.config import GateConfig, TaintConfig
 from vkprovider.gate.loop import Gate
-from vkprovider.gate.signal import Reading
 from vkprovider.gate.taint import TaintWriter
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.errors import KubeConflict
@@ -74,22 +73,6 @@ async def test_a_racing_writers_taint_survives_every_flip(kube: KubeClient, bare
     assert keys.count(OTHER) == 1  # the other writer's last word (present) stands
     assert GATE_TAINT not in keys  # and so does ours (absent)
     assert writer.writes == 30
-
-
-class FixedSignal:
-    kind = "fixed"
-
-    def __init__(self, free: float) -> None:
-        self.free = free
-
-    async def start(self) -> None:
-        return None
-
-    async def read(self) -> Reading:
-        return Reading(free_gpus=self.free)
-
-    async def close(self) -> None:
-        return None
 
 
 async def test_stopping_or_crashing_the_gate_leaves_the_taint(kube: KubeClient, bare_node: str) -> None:
