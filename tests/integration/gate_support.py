@@ -86,11 +86,15 @@ def training(run_for: str = "25s", gpus: int = 8, parallelism: int = 2, name: st
     return job
 
 
-def blocker(name: str, gpus: int) -> JSON:
-    """A high-priority local Deployment holding ``gpus`` GPUs on one node (never completes)."""
+def blocker(name: str, gpus: int, *, node: str | None = None, tolerations: list[JSON] | None = None) -> JSON:
+    """A high-priority local Deployment holding ``gpus`` GPUs on one node (never completes);
+    ``node`` pins it to a node by hostname, ``tolerations`` replace the training Job's."""
     (job,) = copy.deepcopy(example("training-job.yaml"))
     spec = job["spec"]["template"]["spec"]
     spec["restartPolicy"] = "Always"
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        spec["tolerations"] = tolerations or []
     spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
     return {
         "apiVersion": "apps/v1",

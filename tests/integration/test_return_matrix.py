@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.gate_support import apply, example, inference, is_ready, running_gate
+from tests.integration.gate_support import apply, blocker, example, inference, is_ready, running_gate
 from tests.support import eventually
 from vkprovider.devcluster import Cluster, kwok
 from vkprovider.devcluster.descheduler import return_home_policy, start_descheduler, stop_descheduler
@@ -108,26 +108,6 @@ def with_tolerations(docs: list[JSON], *extra: JSON) -> list[JSON]:
     return docs
 
 
-def blocker(name: str, node: str, gpus: int, tolerations: list[JSON] | None = None) -> JSON:
-    """A high-priority Deployment holding ``gpus`` GPUs on ``node`` (training)."""
-    (job,) = copy.deepcopy(example("training-job.yaml"))
-    spec = job["spec"]["template"]["spec"]
-    spec["restartPolicy"] = "Always"
-    spec["nodeSelector"] = {HOST: node}
-    spec["tolerations"] = tolerations or []
-    spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }
-
-
 def job(name: str) -> JSON:
     """A one-pod Job that may burst (tolerates the virtual node): never to be evicted."""
     (doc,) = copy.deepcopy(example("training-job.yaml"))
@@ -192,7 +172,7 @@ def anti_row(vk: str) -> list[Workload]:
 
 
 def noisy(nodes: list[str]) -> list[JSON]:
-    return [blocker("noisy", nodes[0], 0)]
+    return [blocker("noisy", 0, node=nodes[0])]
 
 
 def pinned_row(vk: str) -> list[Workload]:
@@ -343,9 +323,17 @@ async def test_return_matrix(matrix_cluster: Cluster, vnode: VirtualNode, row: R
         for doc in row.extra(nodes):
             await apply(kube, ns, doc)
         for index, gpus in row.keep.items():
-            await apply(kube, ns, blocker(f"keep-{index}", nodes[index], gpus, row.blocker_tolerations))
+            await apply(
+                kube,
+                ns,
+                blocker(f"keep-{index}", gpus, node=nodes[index], tolerations=row.blocker_tolerations),
+            )
         for index, gpus in row.burst.items():
-            await apply(kube, ns, blocker(f"burst-{index}", nodes[index], gpus, row.blocker_tolerations))
+            await apply(
+                kube,
+                ns,
+                blocker(f"burst-{index}", gpus, node=nodes[index], tolerations=row.blocker_tolerations),
+            )
 
         async def blockers_running() -> bool:
             running = [p for p in await ns_pods(kube, ns) if app(p).startswith(("burst-", "keep-", "noisy"))]
