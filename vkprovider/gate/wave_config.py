@@ -22,7 +22,13 @@ class ReturnHomeConfig(BaseModel):
         description="plan waves and mark replicas; off: the taint follows the raw free-GPU reading "
         "and no pod is marked (the shipped policy then evicts nothing)",
     )
-    mark_label: str = Field(default=MARK_LABEL, min_length=1, max_length=316)
+    mark_label: str = Field(
+        default=MARK_LABEL,
+        min_length=1,
+        max_length=316,
+        description="the label (value \"true\") on the replicas a wave chose; the Descheduler "
+        "policy's labelSelector must name the same one",
+    )
     come_home_seconds: float = Field(
         default=600.0,
         gt=0,
