@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -56,8 +57,9 @@ class FakeCloudProvider:
         self._name = name
         self._settings = settings
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._base = settings.url.rstrip("/") + API_PREFIX
         self._client = httpx.AsyncClient(
-            base_url=settings.url.rstrip("/") + API_PREFIX,
+            base_url=self._base,
             timeout=settings.timeout_seconds,
             headers=headers,
             transport=transport if transport is not None else AiohttpTransport(),
@@ -70,9 +72,17 @@ class FakeCloudProvider:
     def __repr__(self) -> str:
         return f"FakeCloudProvider(name={self._name!r}, url={self._settings.url!r})"
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _url(self, path: str, params: Mapping[str, Any] | None = None) -> httpx.URL:
+        """The absolute URL, parsed once: given a relative path and ``params``, httpx parses the
+        URL three times (path, merge with the base URL, query) at ~0.1 ms of CPU each."""
+        query = "?" + urlencode(params) if params else ""
+        return httpx.URL(self._base + path + query)
+
+    async def _call(
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+    ) -> httpx.Response:
         try:
-            response = await self._client.request(method, path, **kwargs)
+            response = await self._client.request(method, self._url(path, params), json=json)
         except TRANSPORT_ERRORS as exc:
             raise error_for_exception(self._name, exc) from None
         if response.is_success:
@@ -197,7 +207,7 @@ class FakeCloudProvider:
         self, path: str, params: dict[str, Any], timeout: httpx.Timeout
     ) -> AsyncIterator[bytes]:
         try:
-            async with self._client.stream("GET", path, params=params, timeout=timeout) as response:
+            async with self._client.stream("GET", self._url(path, params), timeout=timeout) as response:
                 if not response.is_success:
                     await response.aread()
                     raise error_for_response(self._name, response)
