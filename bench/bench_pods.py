@@ -2,7 +2,8 @@
 
 Real control plane. The service (node agent, placer, pod controller; ``pods_service.py``) runs
 in a process of its own, so the CPU time and RSS it reports are its own; its provider is the
-reference memory adapter in ``run_at_once`` mode (the service alone) or fakecloud at zero latency.
+reference memory adapter in ``run_at_once`` mode (the service alone) or fakecloud at zero latency
+(a server in a process of its own, whose CPU is printed apart).
 In the same run, on the same apiserver, a raw client doing only create + one status write per
 pod measures the ceiling the service is compared with. Per-pod latencies are taken on this
 process's clock from a watch (create sent -> Ready=True; delete sent -> gone). The apiserver's
@@ -107,6 +108,17 @@ async def request_counts(cluster: Cluster) -> Counter[tuple[str, str, str]]:
         )
         counts[labels.get("verb", ""), resource, labels.get("code", "")] += int(float(match["value"]))
     return counts
+
+
+def provider_cpu_rows(
+    s0: dict[str, Any], s1: dict[str, Any], s2: dict[str, Any], s3: dict[str, Any], pods: int
+) -> list[tuple[str, str]]:
+    """The fakecloud server's own CPU (its process), up and down; nothing for the memory adapter."""
+    if s0.get("provider_cpu_s") is None:
+        return []
+    up = 1000 * (s1["provider_cpu_s"] - s0["provider_cpu_s"]) / pods
+    down = 1000 * (s3["provider_cpu_s"] - s2["provider_cpu_s"]) / pods
+    return [("fakecloud server CPU ms per pod up / down (own process)", f"{up:.2f} / {down:.2f}")]
 
 
 def print_counts(title: str, counts: Counter[tuple[str, str, str]], pods: int) -> None:
@@ -464,6 +476,7 @@ async def run(args: argparse.Namespace) -> None:
                 f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
             ),
             ("service CPU idle, 0 pods / all Running (cores)", f"{idle_cores:.3f} / {running_cores:.3f}"),
+            *provider_cpu_rows(s0, s1, s2, s3, pods),
             (
                 "service RSS, all Running / peak (MiB)",
                 f"{s1c['rss_kb'] / 1024:.0f} ({s1c['cached_pods']} pods cached) / {s3['peak_rss_kb'] / 1024:.0f}",

@@ -1,11 +1,13 @@
 """The service under test for bench_pods.py, in a process of its own so its CPU time is its own.
 
 Runs the real node agent, placer and pod controller for one virtual node against the bench's
-control plane, with one in-process provider: the reference memory adapter in ``run_at_once``
-mode (the service alone, no provider latency), or a fakecloud server at zero latency. Talks to
+control plane, with one provider: the reference memory adapter in ``run_at_once`` mode, in
+process (the service alone, no provider latency), or fakecloud at zero latency, a server in a
+process of its own whose CPU is reported apart (the adapter's is the service's). Talks to
 the bench over stdin/stdout, one JSON line per command:
 
-    stats   -> {"cpu_s": user+system CPU seconds, "rss_kb", "peak_rss_kb", "calls": {"VERB kind": n}}
+    stats   -> {"cpu_s": user+system CPU seconds, "rss_kb", "peak_rss_kb", "calls": {"VERB kind": n},
+                "provider_cpu_s": the fakecloud process's CPU seconds (None with the memory adapter)}
     quit    -> stops (writing the cProfile stats first when --profile is given)
 """
 
@@ -17,8 +19,11 @@ import cProfile
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from vkprovider.config import NodeConfig
@@ -30,6 +35,22 @@ from vkprovider.plugins.guard import guard
 from vkprovider.plugins.registry import instantiate
 from vkprovider.pods.controller import PodController
 
+#: the fakecloud run: one offer with room for every pod, Running and serving at once
+FAKECLOUD = {
+    "provider": "mem",
+    "seed": 7,
+    "catalog": [
+        {
+            "id": "mem-h100",
+            "gpu_type": "H100-SXM-80GB",
+            "gpu_count": 1,
+            "region": "eu-west",
+            "price_per_hour": 1.0,
+            "capacity": 1_000_000,
+        }
+    ],
+    "lifecycle": {"provisioning_seconds": 0, "serving_after_seconds": 0},
+}
 OFFER = {
     "provider": "mem",
     "offer_id": "mem-h100",
@@ -39,6 +60,46 @@ OFFER = {
     "price_per_hour": 1.0,
     "capacity": 1_000_000,
 }
+
+
+class FakeCloud:
+    """fakecloud at zero latency in a process of its own (``vkprovider fakecloud``): the cloud's
+    CPU (its app, its watch loop re-reading every deployment each 0.1 s) is not the service's,
+    so it is reported apart (``provider_cpu_s``). Until 2026-12-04 it ran inside the service's
+    process and its CPU was counted as the service's."""
+
+    def __init__(self, process: asyncio.subprocess.Process, url: str, directory: str) -> None:
+        self.process, self.url, self._directory = process, url, directory
+
+    @classmethod
+    async def start(cls) -> FakeCloud:
+        directory = tempfile.mkdtemp(prefix="bench-fakecloud-")
+        config = _write(Path(directory, "fakecloud.yaml"), json.dumps(FAKECLOUD))  # JSON is YAML
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vkprovider", "fakecloud", "--port", "0", "--config", str(config),
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stdout is not None
+        line = (await process.stdout.readline()).decode().strip()
+        if not line.startswith("fakecloud listening on "):
+            process.kill()
+            raise RuntimeError(f"fakecloud did not start: {line!r}")
+        return cls(process, line.rsplit(" ", 1)[1], directory)
+
+    def cpu_s(self) -> float:
+        """user + system CPU seconds of the fakecloud process (/proc/PID/stat)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    async def stop(self) -> None:
+        self.process.terminate()
+        await self.process.wait()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def rss_kb() -> tuple[int, int]:
@@ -62,11 +123,7 @@ async def serve(args: argparse.Namespace) -> None:
         providers = {"mem": guard(instantiate("vkprovider.plugins.memory:InMemoryProvider", "mem", settings))}
         server = None
     else:
-        from vkprovider.sim.local import cloud_config, fakecloud_module
-
-        config = cloud_config("mem", 1.0, capacity=1_000_000, provisioning_seconds=0, serving_after_seconds=0)
-        server = fakecloud_module("server").FakeCloudServer(config)
-        await server.start()
+        server = await FakeCloud.start()
         providers = {"mem": guard(instantiate("fakecloud", "mem", {"url": server.url}))}
     rate = RateLimitConfig(per_second=args.provider_rate, burst=max(1, int(args.provider_rate)))
     placer = Placer(providers, PlacementConfig(rate_limit=rate))
@@ -120,6 +177,7 @@ async def serve(args: argparse.Namespace) -> None:
                 # still to be written in the background (the bench counts a pod's cost once settled)
                 "events_queued": sum(q.qsize() for q in controller.events._queues),
                 "cached_pods": len(controller.informer.cache),
+                "provider_cpu_s": server.cpu_s() if server is not None else None,
             }
             print(json.dumps(stats), flush=True)
         elif line == "quit":

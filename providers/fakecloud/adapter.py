@@ -1,18 +1,24 @@
 """The fakecloud adapter: ``Provider`` + ``SupportsLogs`` + ``SupportsWatch`` over the REST API.
 
-One pooled ``httpx.AsyncClient`` per instance; tests may inject a transport. The adapter never
-retries on its own: the service's retry policy decides from the error class. Every response is
-validated into the public models; anything malformed is a ``Transient`` naming the provider.
+One pooled ``httpx.AsyncClient`` per instance, over aiohttp's connection pool (httpx-aiohttp's
+``AiohttpTransport``) unless a test injects a transport: httpcore's own pool walks every
+connection (a readability poll each) and every queued request twice per request, which cost
+~1.2 ms of CPU per call with 16 calls in flight against ~0.4 ms over aiohttp
+(bench/bench_fakecloud_adapter.py). The adapter never retries on its own: the service's retry
+policy decides from the error class. Every response is validated into the public models;
+anything malformed is a ``Transient`` naming the provider.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
+from httpx_aiohttp import AiohttpTransport
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vkprovider.plugins.api import (
@@ -32,7 +38,7 @@ from vkprovider.plugins.api import (
     normalize_gpu,
 )
 
-from .mapping import error_for_exception, error_for_response
+from .mapping import TRANSPORT_ERRORS, error_for_exception, error_for_response
 from .wire import API_PREFIX, NODE_SELECTOR_PARAM, encode_request
 
 __version__ = "0.1.0"
@@ -52,11 +58,12 @@ class FakeCloudProvider:
         self._name = name
         self._settings = settings
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._base = settings.url.rstrip("/") + API_PREFIX
         self._client = httpx.AsyncClient(
-            base_url=settings.url.rstrip("/") + API_PREFIX,
+            base_url=self._base,
             timeout=settings.timeout_seconds,
             headers=headers,
-            transport=transport,
+            transport=transport if transport is not None else AiohttpTransport(),
         )
 
     @property
@@ -66,10 +73,18 @@ class FakeCloudProvider:
     def __repr__(self) -> str:
         return f"FakeCloudProvider(name={self._name!r}, url={self._settings.url!r})"
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _url(self, path: str, params: Mapping[str, Any] | None = None) -> httpx.URL:
+        """The absolute URL, parsed once: given a relative path and ``params``, httpx parses the
+        URL three times (path, merge with the base URL, query) at ~0.1 ms of CPU each."""
+        query = "?" + urlencode(params) if params else ""
+        return httpx.URL(self._base + path + query)
+
+    async def _call(
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+    ) -> httpx.Response:
         try:
-            response = await self._client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+            response = await self._client.request(method, self._url(path, params), json=json)
+        except TRANSPORT_ERRORS as exc:
             raise error_for_exception(self._name, exc) from None
         if response.is_success:
             return response
@@ -199,7 +214,7 @@ class FakeCloudProvider:
         self, path: str, params: dict[str, Any], timeout: httpx.Timeout
     ) -> AsyncIterator[bytes]:
         try:
-            async with self._client.stream("GET", path, params=params, timeout=timeout) as response:
+            async with self._client.stream("GET", self._url(path, params), timeout=timeout) as response:
                 if not response.is_success:
                     await response.aread()
                     raise error_for_response(self._name, response)
@@ -207,7 +222,7 @@ class FakeCloudProvider:
                     yield chunk
         except ProviderError:
             raise
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise error_for_exception(self._name, exc) from None
 
 

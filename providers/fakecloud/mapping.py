@@ -9,6 +9,7 @@ Transient. Messages carry the provider name and the server's message, never the 
 
 from __future__ import annotations
 
+import aiohttp
 import httpx
 
 from vkprovider.plugins.api import (
@@ -18,6 +19,11 @@ from vkprovider.plugins.api import (
     error_for_status,
     retry_after_seconds,
 )
+
+#: transport failures: httpx's, and what the aiohttp transport may let through unmapped (a
+#: malformed answer is an aiohttp ``ClientResponseError``; a timeout it does not know, a bare
+#: ``TimeoutError``). A caller's own deadline arrives as cancellation, never as these.
+TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, TimeoutError)
 
 
 def _server_error(response: httpx.Response) -> tuple[str, str]:
@@ -45,8 +51,14 @@ def error_for_response(provider: str, response: httpx.Response) -> ProviderError
 
 
 def error_for_exception(provider: str, exc: Exception) -> ProviderError:
-    """Transport failures (timeouts, refused connections, broken streams) are all Transient."""
+    """Transport failures (timeouts, refused connections, broken streams) are all Transient.
+
+    Over aiohttp (the adapter's transport), httpx-aiohttp maps every aiohttp connection error
+    (a refused connect, a server that hung up) to ``httpx.ConnectTimeout``: the aiohttp error it
+    came from (its cause, or the error itself when the transport let it through) says which."""
     if isinstance(exc, ProviderError):
         return exc
-    kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return Transient(f"{kind}: {type(exc).__name__}: {exc}"[:300], provider=provider)
+    real = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
+    timed_out = isinstance(real, httpx.TimeoutException | TimeoutError)
+    kind = "timed out" if timed_out else "unreachable"
+    return Transient(f"{kind}: {type(real).__name__}: {real}"[:300], provider=provider)
