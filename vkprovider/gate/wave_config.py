@@ -26,7 +26,7 @@ class ReturnHomeConfig(BaseModel):
         default=MARK_LABEL,
         min_length=1,
         max_length=316,
-        description="the label (value \"true\") on the replicas a wave chose; the Descheduler "
+        description='the label (value "true") on the replicas a wave chose; the Descheduler '
         "policy's labelSelector must name the same one",
     )
     come_home_seconds: float = Field(
