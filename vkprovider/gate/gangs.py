@@ -6,12 +6,20 @@ and the scheduler preempts whatever came home into their GPUs (the replicas go s
 the cloud). So before any external replica is planned, the wave reserves the gangs Kueue will
 admit next, as *phantom pods* built from their podSet templates.
 
-"Admitted next" is read the way Kueue's queue manager does it, per ClusterQueue, kept simple
-and conservative:
+Two kinds of gang hold capacity the snapshot does not show:
+
+* **on its way**: quota already reserved (``QuotaReserved`` or ``Admitted``, not Finished) but
+  no live pod of its owner yet — the Job is being unsuspended, or admission checks are still
+  pending. Its quota is in the queue's usage already, so it is reserved without a room check.
+  Once any of its pods exists, the planner sees the pods themselves (bound, nominated, or
+  ungated and unbound) and the gang is no longer reserved here.
+* **admitted next**: read the way Kueue's queue manager does it, per ClusterQueue, kept simple
+  and conservative:
 
 * a Workload is pending when it is active, not Finished, and has neither ``QuotaReserved`` nor
   ``Admitted``; it belongs to the ClusterQueue its LocalQueue (``spec.queueName``) points to;
-* a held queue (``spec.stopPolicy`` set) admits nothing;
+* a held queue (``spec.stopPolicy`` set on the ClusterQueue or the LocalQueue) or a
+  ClusterQueue that is not ``Active`` admits nothing;
 * pending workloads in priority order (``spec.priority`` descending, then creation) take the
   queue's room: per flavor and GPU resource, ``nominalQuota`` minus what the queue uses
   (the larger of ``status.flavorsReservation`` and ``status.flavorsUsage``) minus what the
@@ -46,13 +54,20 @@ class Gang:
 
     workload: str  #: namespace/name
     cluster_queue: str
-    flavor: str
+    flavor: str  #: '' for a gang on its way (Kueue chose the flavor already)
     pods: list[dict[str, Any]]  #: phantom pods, one per replica of every podSet
 
 
 def _true(obj: JSON, kind: str) -> bool:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def holds_quota(workload: JSON) -> bool:
+    """Quota reserved or admitted, not finished: its pods come (or are there already)."""
+    if _true(workload, "Finished") or (workload.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return _true(workload, "QuotaReserved") or _true(workload, "Admitted")
 
 
 def is_pending(workload: JSON) -> bool:
@@ -154,26 +169,45 @@ def _order(workload: JSON) -> tuple[int, str, str]:
     )
 
 
-def admitted_next(
-    workloads: Iterable[JSON], cluster_queues: Mapping[str, JSON], local_queues: Mapping[str, JSON]
-) -> list[Gang]:
-    """The pending gangs each ClusterQueue has room for now (see the module docstring).
+def _key(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
-    ``cluster_queues``: name -> ClusterQueue; ``local_queues``: ``namespace/name`` -> LocalQueue."""
+
+def _admission_queue(workload: JSON) -> str:
+    return str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+
+
+def admitted_next(
+    workloads: Iterable[JSON],
+    cluster_queues: Mapping[str, JSON],
+    local_queues: Mapping[str, JSON],
+    live_owners: set[str] | frozenset[str] = frozenset(),
+) -> list[Gang]:
+    """The gangs on their way and the pending gangs each ClusterQueue has room for now (see
+    the module docstring). ``cluster_queues``: name -> ClusterQueue; ``local_queues``:
+    ``namespace/name`` -> LocalQueue; ``live_owners``: the UIDs of every live pod and of its
+    owners (a gang with a pod already is seen by its pods)."""
     queued: dict[str, list[JSON]] = {}
+    gangs: list[Gang] = []
     for workload in workloads:
+        meta, spec = workload.get("metadata") or {}, workload.get("spec") or {}
+        if holds_quota(workload):
+            owners = {str(ref.get("uid", "")) for ref in meta.get("ownerReferences") or []}
+            if not owners & live_owners and (pods := phantoms(workload)) and demand(pods):
+                gangs.append(Gang(_key(workload), _admission_queue(workload), "", pods))
+            continue
         if not is_pending(workload):
             continue
-        meta, spec = workload.get("metadata") or {}, workload.get("spec") or {}
         local = local_queues.get(f"{meta.get('namespace', '')}/{spec.get('queueName', '')}")
-        cq_name = str(((local or {}).get("spec") or {}).get("clusterQueue") or "")
-        if cq_name in cluster_queues:
+        local_spec = (local or {}).get("spec") or {}
+        cq_name = str(local_spec.get("clusterQueue") or "")
+        if cq_name in cluster_queues and local_spec.get("stopPolicy") not in HOLD_POLICIES:
             queued.setdefault(cq_name, []).append(workload)
-    gangs: list[Gang] = []
     for cq_name, pending in sorted(queued.items()):
         cq = cluster_queues[cq_name]
         cq_spec = cq.get("spec") or {}
-        if cq_spec.get("stopPolicy") in HOLD_POLICIES:
+        if cq_spec.get("stopPolicy") in HOLD_POLICIES or not _true(cq, "Active"):
             continue
         strict = cq_spec.get("queueingStrategy") == "StrictFIFO"
         left = room(cq)
@@ -189,6 +223,5 @@ def admitted_next(
                 continue
             for resource, amount in want.items():
                 left[(flavor, resource)] -= amount
-            meta = workload.get("metadata") or {}
-            gangs.append(Gang(f"{meta.get('namespace', '')}/{meta.get('name', '')}", cq_name, flavor, pods))
+            gangs.append(Gang(_key(workload), cq_name, flavor, pods))
     return gangs

@@ -91,9 +91,10 @@ class KueueView:
             for informer in self._informers:
                 group.create_task(informer.run())
 
-    def gangs(self) -> list[Gang] | None:
-        """The pending gangs Kueue admits next; ``[]`` without Kueue, ``None`` while the caches
-        are syncing (the wave waits; see the module docstring)."""
+    def gangs(self, pods: Iterable[JSON] = ()) -> list[Gang] | None:
+        """The gangs on their way and those Kueue admits next (``pods``: every live pod, to tell
+        a gang whose pods exist already); ``[]`` without Kueue, ``None`` while the caches are
+        syncing (the wave waits; see the module docstring)."""
         if self.installed is False:
             return []
         if not (self.installed and self.synced):
@@ -112,7 +113,19 @@ class KueueView:
             self.workloads.cache.values(),
             {_name(cq): cq for cq in self.cluster_queues.cache.values()},
             _by_key(self.local_queues.cache.values()),
+            live_owners(pods),
         )
+
+
+def live_owners(pods: Iterable[JSON]) -> set[str]:
+    """The UIDs of the pods and of their owners (a Job's Workload is owned by the Job; a pod
+    group's by its pods)."""
+    out: set[str] = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        out.add(str(meta.get("uid", "")))
+        out.update(str(ref.get("uid", "")) for ref in meta.get("ownerReferences") or [])
+    return out
 
 
 def _name(obj: JSON) -> str:

@@ -109,7 +109,7 @@ class ReturnHome:
             for p in pods
             if (p.get("spec") or {}).get("nodeName") == self.node_name and (o := owner_of(p)) is not None
         }
-        gangs = view.kueue.gangs() if view.kueue is not None else []
+        gangs = view.kueue.gangs(pods) if view.kueue is not None else []
         if gangs is None:  # Kueue's caches still syncing: a wave now could fill a gang's GPUs
             log.info("gate: waiting for Kueue's Workloads and queues before planning the wave")
             return Plan()

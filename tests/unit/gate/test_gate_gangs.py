@@ -59,15 +59,16 @@ def cluster_queue(nominal: int, used: int = 0, *, strategy: str = "BestEffortFIF
             **spec,
         },
         "status": {
+            "conditions": [{"type": "Active", "status": "True"}],
             "flavorsUsage": [
                 {"name": "local-gpu", "resources": [{"name": "nvidia.com/gpu", "total": str(used)}]}
-            ]
+            ],
         },
     }
 
 
-def gangs(*workloads: JSON, cq: JSON) -> list[Gang]:
-    return admitted_next(workloads, {"cq": cq}, LOCAL_QUEUES)
+def gangs(*workloads: JSON, cq: JSON, live: set[str] | None = None) -> list[Gang]:
+    return admitted_next(workloads, {"cq": cq}, LOCAL_QUEUES, live or set())
 
 
 def names(found: list[Gang]) -> list[str]:
@@ -99,17 +100,36 @@ def test_a_gang_that_fits_no_local_node_reserves_nothing() -> None:
     assert plan.wave == ["ns/r1", "ns/r2"] and plan.gangs == []  # not even part of it
 
 
-def test_admitted_finished_inactive_and_foreign_workloads_are_not_pending() -> None:
+def test_finished_inactive_and_foreign_workloads_are_not_pending() -> None:
     cq = cluster_queue(nominal=8)
-    reserved = workload("reserved", conditions=[{"type": "QuotaReserved", "status": "True"}])
-    admitted = workload("admitted", conditions=[{"type": "Admitted", "status": "True"}])
     finished = workload("finished", conditions=[{"type": "Finished", "status": "True"}])
     inactive = workload("inactive")
     inactive["spec"]["active"] = False
     elsewhere = workload("elsewhere", queue="other")
     evicted = workload("evicted", conditions=[{"type": "QuotaReserved", "status": "False"}])
-    assert names(gangs(reserved, admitted, finished, inactive, elsewhere, evicted, cq=cq)) == ["ns/evicted"]
-    assert gangs(workload("held"), cq=cluster_queue(nominal=8, stopPolicy="Hold")) == []
+    assert names(gangs(finished, inactive, elsewhere, evicted, cq=cq)) == ["ns/evicted"]
+
+
+def test_a_held_or_inactive_queue_admits_nothing() -> None:
+    assert gangs(workload("w"), cq=cluster_queue(nominal=8, stopPolicy="Hold")) == []
+    inactive = cluster_queue(nominal=8)
+    inactive["status"]["conditions"] = [{"type": "Active", "status": "False", "reason": "FlavorNotFound"}]
+    assert gangs(workload("w"), cq=inactive) == []
+    held_local = {"ns/lq": {**LOCAL_QUEUES["ns/lq"], "spec": {"clusterQueue": "cq", "stopPolicy": "Hold"}}}
+    assert admitted_next([workload("w")], {"cq": cluster_queue(nominal=8)}, held_local) == []
+
+
+def test_a_gang_with_quota_whose_pods_do_not_exist_yet_is_reserved_until_they_do() -> None:
+    full = cluster_queue(nominal=2, used=2)  # its own usage: no room check for it
+    reserved = workload("reserved", conditions=[{"type": "QuotaReserved", "status": "True"}])
+    reserved["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "reserved", "uid": "job-1"}]
+    admitted = workload("admitted", conditions=[{"type": "Admitted", "status": "True"}])
+    admitted["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "admitted", "uid": "job-2"}]
+    assert names(gangs(reserved, admitted, cq=full)) == ["ns/reserved", "ns/admitted"]
+    assert names(gangs(reserved, admitted, cq=full, live={"job-2"})) == ["ns/reserved"]
+    nodes, out = [node("a", 2), vk()], [replica("r1")]
+    plan = planner().plan(nodes, out, 0.0, PINS, gangs=gangs(reserved, cq=full))
+    assert plan.wave == [] and plan.gangs == ["ns/reserved"]
 
 
 def test_the_queue_admits_in_priority_order_while_its_quota_lasts() -> None:
