@@ -194,7 +194,9 @@ def admitted_next(
         meta, spec = workload.get("metadata") or {}, workload.get("spec") or {}
         if holds_quota(workload):
             owners = {str(ref.get("uid", "")) for ref in meta.get("ownerReferences") or []}
-            if not owners & live_owners and (pods := phantoms(workload)) and demand(pods):
+            if owners & live_owners:
+                continue  # most admitted workloads: running, their pods in the snapshot
+            if (pods := phantoms(workload)) and demand(pods):
                 gangs.append(Gang(_key(workload), _admission_queue(workload), "", pods))
             continue
         if not is_pending(workload):

@@ -111,7 +111,7 @@ class ReturnHome:
         }
         gangs = view.kueue.gangs(pods) if view.kueue is not None else []
         if gangs is None:  # Kueue's caches still syncing: a wave now could fill a gang's GPUs
-            log.info("gate: waiting for Kueue's Workloads and queues before planning the wave")
+            log.debug("gate: waiting for Kueue's Workloads and queues before planning the wave")
             return Plan()
         pins = await self._read_pins(owners, now)
         pdbs = await self._read_pdbs({o.namespace for o in owners}, now)
