@@ -59,6 +59,12 @@ KEPT_ANYWAY: dict[tuple[str, str, str], str] = {
     ("get", "apps", "statefulsets"): "the same for a StatefulSet replica",
     ("list", "policy", "poddisruptionbudgets"): "the return wave marks only replicas a PDB covers; "
     "read for the namespaces of owned replicas on the virtual node, none in this run",
+    **{
+        (verb, "kueue.x-k8s.io", resource): "the return wave follows Kueue's Workloads and queues (pending "
+        "gangs admitted next) only when Kueue's API is served; this run's cluster has no Kueue"
+        for verb in ("list", "watch")
+        for resource in ("workloads", "clusterqueues", "localqueues")
+    },
     ("get", "", "pods"): "re-read of a pod after a 409 on its status write (only under a race)",
     ("patch", "", "pods"): "placement annotations ride the status patch; a metadata patch of their own "
     "only when no status write follows the create (e.g. the provider's API went away right after)",

@@ -105,7 +105,7 @@ class Gate:
 
     async def run(self) -> None:
         """One leadership term: fresh caches and timers, adopt the node's taint, then loop."""
-        self.view = view = ClusterView(self.kube)
+        self.view = view = ClusterView(self.kube, kueue=self.config.return_home.enabled)
         self.decider = Decider(self.config)
         self.returns = ReturnHome(self.kube, self.config, self.node_name, self.events)
         signal = self._signal_factory(self.config, view)

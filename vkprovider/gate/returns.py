@@ -109,11 +109,15 @@ class ReturnHome:
             for p in pods
             if (p.get("spec") or {}).get("nodeName") == self.node_name and (o := owner_of(p)) is not None
         }
+        gangs = view.kueue.gangs(pods) if view.kueue is not None else []
+        if gangs is None:  # Kueue's caches still syncing: a wave now could fill a gang's GPUs
+            log.debug("gate: waiting for Kueue's Workloads and queues before planning the wave")
+            return Plan()
         pins = await self._read_pins(owners, now)
         pdbs = await self._read_pdbs({o.namespace for o in owners}, now)
         # in a worker thread: a plan over a large cluster takes a while (bench/bench_gate_wave.py)
         # and the service's other loops share this event loop; the lists are this tick's copies
-        plan = await asyncio.to_thread(self.planner.plan, nodes, pods, now, pins, pdbs)
+        plan = await asyncio.to_thread(self.planner.plan, nodes, pods, now, pins, pdbs, gangs)
         self.last = plan
         for failure in plan.failures:
             log.warning("gate: %s: replica %s did not come home: %s", failure.owner, failure.pod, failure.why)
@@ -171,5 +175,6 @@ class ReturnHome:
             "in_flight": plan.in_flight[:50],
             "stay": dict(list(plan.stay.items())[:20]),
             "units": plan.units,
+            "kueue_gangs": plan.gangs[:20],
             "backing_off": sorted(self.planner.backoff),
         }

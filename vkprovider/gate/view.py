@@ -1,7 +1,8 @@
 """What the gate sees of the cluster: every Node and every non-terminal Pod, from informers.
 
 One list+watch each (DESIGN §8: "from informers, not a list per reading"); the kube signal and
-the pending-pods rule both read these caches. Every change sets ``changed`` so the decision
+the pending-pods rule both read these caches. With ``kueue`` (the return wave is on) Kueue's
+Workloads and queues are followed too, when its API is served (``vkprovider.gate.kueue_view``). Every change sets ``changed`` so the decision
 loop can react within a tick instead of waiting a whole interval.
 """
 
@@ -11,6 +12,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vkprovider.gate.kueue_view import KueueView
 from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.informer import Informer
 
@@ -19,10 +21,12 @@ NON_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 class ClusterView:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, *, kueue: bool = False) -> None:
         self.changed = asyncio.Event()
         self.nodes = Informer(kube, "/api/v1/nodes", handler=self._touch)
         self.pods = Informer(kube, "/api/v1/pods", field_selector=NON_TERMINAL, handler=self._touch)
+        #: not part of ``synced``: the taint decision never waits for Kueue, only the wave does
+        self.kueue = KueueView(kube, handler=self._touch) if kueue else None
 
     def _touch(self, _kind: str, _old: JSON | None, _new: JSON) -> None:
         self.changed.set()
@@ -40,6 +44,8 @@ class ClusterView:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.nodes.run())
             group.create_task(self.pods.run())
+            if self.kueue is not None:
+                group.create_task(self.kueue.run())
 
     async def wait_synced(self) -> None:
         await self.nodes.synced.wait()

@@ -5,8 +5,10 @@ The gate decides *which* replicas the Descheduler may evict; the Descheduler sti
 mark label. Each tick the plan is recomputed from the caches:
 
 1. a :class:`~vkprovider.gate.fit.Snapshot` of every node and the pods bound or nominated to it;
-2. capacity first for what is already on its way: pods Kueue admitted (ungated, not bound yet)
-   and the replacements of replicas that already left (*flights*) but have not bound;
+2. capacity first for what is already on its way: pods Kueue admitted (ungated, not bound yet),
+   the replacements of replicas that already left (*flights*) but have not bound, and the
+   pending gangs Kueue will admit next (:mod:`vkprovider.gate.gangs`: their Jobs are suspended,
+   so their pods do not exist yet; phantom pods from their templates, all or nothing per gang);
 3. then the eligible external replicas — on the virtual node, owned by a ReplicaSet or
    StatefulSet whose template does not pin ``spec.nodeName``, Running and Ready, not tolerating
    the gate's taint, their workload not backing off — replicas already marked first (a wave is
@@ -34,6 +36,7 @@ from typing import Any
 from vkprovider.gate.affinity import label_selector_matches
 from vkprovider.gate.config import TaintConfig
 from vkprovider.gate.fit import Snapshot
+from vkprovider.gate.gangs import Gang
 from vkprovider.gate.podspec import pod_requests, replacement
 from vkprovider.gate.selector import tolerates
 from vkprovider.gate.wave_config import ReturnHomeConfig
@@ -108,6 +111,28 @@ def _summary(reasons: Mapping[str, str]) -> str:
     )
 
 
+def reserve_gangs(snap: Snapshot, gangs: Sequence[Gang]) -> list[str]:
+    """Place every gang's phantom pods in ``snap``, all or nothing per gang: a gang that does
+    not fit the local nodes reserves nothing (Kueue may admit it, but its pods wait or run
+    elsewhere, and half a gang's GPUs held would keep replicas out for nothing). Returns the
+    gangs held (namespace/name)."""
+    held = []
+    for gang in gangs:
+        placed: list[JSON] = []
+        for pod in gang.pods:
+            node, _ = snap.find(pod)
+            if node is None:
+                break
+            snap.place(pod, node)
+            placed.append(pod)
+        else:
+            held.append(gang.workload)
+            continue
+        for undo in placed:
+            snap.remove(undo)
+    return held
+
+
 @dataclass
 class Flight:
     """A marked replica, from its mark until its replacement is home (or did not come)."""
@@ -139,6 +164,7 @@ class Plan:
     in_flight: list[str] = field(default_factory=list)  #: replicas gone, replacement not bound
     failures: list[Failure] = field(default_factory=list)
     units: float = 0.0  #: GPUs of the wave and of the flights holding a slot
+    gangs: list[str] = field(default_factory=list)  #: pending Kueue gangs holding local capacity
     applies: bool = False  #: external replicas (or flights) exist: the decision reads ``units``
 
 
@@ -200,9 +226,11 @@ class WavePlanner:
         now: float,
         pins: Mapping[str, str | None],
         pdbs: Mapping[str, Sequence[JSON]] | None = None,
+        gangs: Sequence[Gang] = (),
     ) -> Plan:
         """The wave for this tick. ``pins``: owner UID -> the template's ``spec.nodeName``
-        (``''`` none, ``None`` not known: such replicas wait); ``pdbs`` see :meth:`eligible`."""
+        (``''`` none, ``None`` not known: such replicas wait); ``pdbs`` see :meth:`eligible`;
+        ``gangs``: the pending Kueue gangs admitted next, reserved before any replica."""
         label = self.config.mark_label
         result = Plan()
         by_uid = {_uid(p): p for p in pods}
@@ -244,6 +272,9 @@ class WavePlanner:
                 result.failures.append(Failure(flight.owner, _key(flight.pod), failure))
                 self.backoff[flight.owner.uid] = now + self.config.backoff_seconds
                 del self.flights[uid]
+
+        # 2b. gangs Kueue admits next: their GPUs are not free for a replica to come home into
+        result.gangs = reserve_gangs(snap, gangs)
 
         # 3. the candidates: marked ones first, then dearest first
         candidates = []

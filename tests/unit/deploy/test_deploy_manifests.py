@@ -340,6 +340,11 @@ def test_cluster_wide_env_is_an_opt_in_component(tmp_path: Path) -> None:
                 ("get", "apps", "replicasets"),
                 ("get", "apps", "statefulsets"),
                 ("list", "policy", "poddisruptionbudgets"),
+                *(
+                    (verb, "kueue.x-k8s.io", resource)
+                    for verb in ("list", "watch")
+                    for resource in ("workloads", "clusterqueues", "localqueues")
+                ),
             },
         ),
         ("kubelet-csr", CSR_RIGHTS),

@@ -74,6 +74,7 @@ class FakeView:
         self.pods_list = pods
         self.synced = synced
         self.nodes_synced = True
+        self.kueue: Any = None  #: a KueueView stand-in (None: no Kueue)
 
     async def wait_synced(self) -> None:
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.gate.test_gate_fit import node, vk
+from tests.unit.gate.test_gate_gangs import cluster_queue, gangs, workload
 from tests.unit.gate.test_gate_loop import Signal, View, gate
 from tests.unit.gate.test_gate_wave import replica
 from vkprovider.gate.returns import ReturnHome
@@ -80,3 +81,24 @@ async def test_a_replacement_that_never_came_home_is_an_event_on_its_owner() -> 
     ((involved, kind, _, message),) = [e for e in events.recorded if e[2] == "ReturnHomeFailed"]
     assert (involved["kind"], involved["name"], kind) == ("ReplicaSet", "inf-abc", "Warning")
     assert "ns/r1" in message and "no replacement was created" in message
+
+
+class Kueue:
+    """A KueueView stand-in: the gangs it reads (``None``: its caches are still syncing)."""
+
+    def __init__(self, gangs: list[Any] | None) -> None:
+        self.read = gangs
+
+    def gangs(self, pods: Any = ()) -> list[Any] | None:
+        return self.read
+
+
+async def test_the_tick_reserves_kueues_next_gang_and_waits_for_its_caches() -> None:
+    g, kube, _ = setup([replica("r1", price=2), replica("r2", price=3)])
+    g.view.kueue = Kueue(None)  # syncing: no wave, no write
+    await g.tick(Signal(free=16))
+    assert kube.writes == []
+    g.view.kueue = Kueue(gangs(workload("train", count=1), cq=cluster_queue(nominal=1)))
+    await g.tick(Signal(free=16))  # 2 local GPUs, one taken by the gang Kueue admits next
+    assert [path.rsplit("/", 1)[1] for _, path, _ in kube.writes] == ["r2"]
+    assert g.returns.snapshot()["kueue_gangs"] == ["ns/train"]
