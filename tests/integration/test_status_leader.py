@@ -121,8 +121,16 @@ async def test_status_finds_the_leader_and_uninstall_check_sees_what_runs(
 
         # Both replicas asked, the standby first: the leader's state, the standby named.
         token = ("--token-file", str(tmp_path / "token"))
-        assert await cli("status", "--admin", urls[standby], "--admin", urls[leader], *token, "--json") == 0
-        out, err = capsys.readouterr()
+
+        async def standby_names_the_leader() -> tuple[str, str] | None:
+            # the standby learns who leads from its own reading of the Lease, one retry period
+            # after it starts: until then it truthfully says "not known yet"
+            code = await cli("status", "--admin", urls[standby], "--admin", urls[leader], *token, "--json")
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            return (out, err) if f"the leader is {leader})" in err else None
+
+        out, err = await eventually(standby_names_the_leader, timeout=60, interval=1.0)
         state = json.loads(out)
         assert state["role"] == "leader" and state["deployments"] == 1 and state["pods"] == 1
         assert f"{urls[standby]}: a standby (the leader is {leader})" in err
