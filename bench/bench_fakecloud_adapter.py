@@ -22,26 +22,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import yaml
+from pods_service import FAKECLOUD
 
 from vkprovider.models import Container, DeploymentRequest
 from vkprovider.plugins.api import SupportsWatch
 from vkprovider.plugins.registry import instantiate
 
-CONFIG = {
-    "provider": "mem",
-    "seed": 7,
-    "catalog": [
-        {
-            "id": "mem-h100",
-            "gpu_type": "H100-SXM-80GB",
-            "gpu_count": 1,
-            "region": "eu-west",
-            "price_per_hour": 1.0,
-            "capacity": 1_000_000,
-        }
-    ],
-    "lifecycle": {"provisioning_seconds": 0, "serving_after_seconds": 0},
-}
+# the same one-offer fakecloud bench_pods.py runs (room for every pod, Running at once)
+CONFIG = FAKECLOUD
 NODE = "vk-bench"
 
 
