@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from pydantic.fields import FieldInfo
 
 from vkprovider.config import Settings
 from vkprovider.config_doc.meanings import MEANINGS
+from vkprovider.generated_doc import write_or_check
 
 DOC = Path("docs/configuration.md")
 
@@ -181,13 +181,4 @@ def _section_doc(key: Key) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render()
-    if args and args[0] == "--check":
-        path = Path(args[1]) if len(args) > 1 else DOC
-        if path.read_text() != text:
-            print(f"{path} is out of date: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    (Path(args[0]) if args else DOC).write_text(text)
-    return 0
+    return write_or_check(render, DOC, argv)

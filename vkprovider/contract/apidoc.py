@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import sys
 import types
 import typing
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from vkprovider.contract.apidoc_meanings import MEANINGS
+from vkprovider.generated_doc import write_or_check
 from vkprovider.plugins import api
 
 DOC = Path("docs/plugin-api.md")
@@ -181,17 +181,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render()
-    if args and args[0] == "--check":
-        path = Path(args[1]) if len(args) > 1 else DOC
-        if path.read_text() != text:
-            print(f"{path} is out of date: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    target = Path(args[0]) if args else DOC
-    target.write_text(text)
-    return 0
+    return write_or_check(render, DOC, argv)
 
 
 if __name__ == "__main__":
