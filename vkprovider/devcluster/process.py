@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,9 +28,81 @@ class StartupError(RuntimeError):
     """A component did not come up; the message says which, why, and where its log is."""
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+#: Ports handed out below the kernel's ephemeral range. Asking the kernel for port 0 and passing
+#: the number to a child is racy twice over: the number comes from the ephemeral range, where
+#: any outgoing connection on the machine (a test client, a watch) may take it before the child
+#: binds, and a parallel test worker may be handed the same number (CI saw kube-scheduler die
+#: with "bind: address already in use" on 127.0.0.1:37127). Below the range no outgoing
+#: connection lands; a claim file per port keeps our own processes apart.
+_PORT_FLOOR = 20000
+
+
+def _ephemeral_floor() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, _PORT_FLOOR + 1000)
+
+
+def _claims_dir() -> Path:
+    base = os.environ.get("VKPROVIDER_CACHE") or str(Path.home() / ".cache" / "vkprovider")
+    path = Path(base) / "ports"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this process, or say another live process holds it.
+
+    A claim is a file naming the claiming PID and that PID's start time; a claim whose process is
+    gone (or is a different process with a recycled PID) is taken over."""
+    path = _claims_dir() / str(port)
+    me = f"{os.getpid()} {start_time(os.getpid())}"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid_text, _, started = path.read_text().partition(" ")
+                pid = int(pid_text)
+            except (OSError, ValueError):
+                pid, started = 0, ""
+            if pid == os.getpid():
+                return False  # handed out before by this process: still in use
+            if pid and str(start_time(pid)) == started.strip():
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(me)
+        return True
+    return False
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on and no other caller has been given.
+
+    Chosen at random below the kernel's ephemeral range and claimed across processes (see
+    ``_PORT_FLOOR``), so the child that binds it later cannot lose it to an outgoing connection
+    or to another test worker's cluster."""
+    ceiling = _ephemeral_floor()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(_PORT_FLOOR, ceiling)
+        if _bindable(port) and _claim(port):
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # a crowded machine: old way
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 

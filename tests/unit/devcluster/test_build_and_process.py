@@ -144,3 +144,44 @@ def test_a_recycled_pid_running_the_same_binary_is_not_ours(tmp_path: Path) -> N
     finally:
         other.kill()
         other.wait()
+
+
+def _narrow_port_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, floor: int, width: int) -> None:
+    from vkprovider.devcluster import process
+
+    monkeypatch.setenv("VKPROVIDER_CACHE", str(tmp_path))
+    monkeypatch.setattr(process, "_PORT_FLOOR", floor)
+    monkeypatch.setattr(process, "_ephemeral_floor", lambda: floor + width)
+
+
+def test_free_ports_come_from_below_the_ephemeral_range_and_are_not_handed_out_twice() -> None:
+    """Outgoing connections take ports from the ephemeral range; a port handed to a child must
+    not be one of them, and two callers must not be given the same number."""
+    from vkprovider.devcluster.process import _ephemeral_floor, free_port
+
+    ports = [free_port() for _ in range(40)]
+    assert len(set(ports)) == len(ports)
+    assert all(port < _ephemeral_floor() for port in ports)
+
+
+def test_a_port_claimed_by_another_live_process_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vkprovider.devcluster.process import free_port
+
+    with socket.socket() as probe:  # two adjacent ports nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        floor = probe.getsockname()[1]
+    _narrow_port_range(monkeypatch, tmp_path, floor, 2)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        claims = tmp_path / "ports"
+        claims.mkdir()
+        (claims / str(floor)).write_text(f"{other.pid} {start_time(other.pid)}")
+        assert free_port() == floor + 1
+        other.kill()
+        other.wait()
+        # the holder is gone: its claim is stale and is taken over
+        (claims / str(floor + 1)).unlink()
+        assert free_port() in {floor, floor + 1}
+    finally:
+        other.kill()
+        other.wait()
