@@ -164,7 +164,9 @@ def test_free_ports_come_from_below_the_ephemeral_range_and_are_not_handed_out_t
     assert all(port < _ephemeral_floor() for port in ports)
 
 
-def test_a_port_claimed_by_another_live_process_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_claimed_by_another_live_process_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from vkprovider.devcluster.process import free_port
 
     with socket.socket() as probe:  # two adjacent ports nothing listens on
