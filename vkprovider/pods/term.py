@@ -102,6 +102,7 @@ class Term:
                 status_before_delete=settings.status_before_delete,
                 traffic=settings.traffic,
             ),
+            endpoints=self.publisher.endpoints_of if self.publisher is not None else None,
         )
         #: set once this term's informers listed and its tracker polled every provider
         self.synced = False

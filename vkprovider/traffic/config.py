@@ -26,6 +26,18 @@ class TrafficConfig(BaseModel):
             "controller publishes them, as for any pod"
         ),
     )
+    drain_max_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        description=(
+            "a deleted or evicted external replica with a published endpoint keeps running, its "
+            "endpoint terminating, until its grace period (deletionGracePeriodSeconds) is over, "
+            "but at most this long after the delete request; only then is its deployment "
+            "stopped, so in-flight requests finish (docs/virtual-node.md, Draining). 0 stops it "
+            "at once, as before issue 25"
+        ),
+    )
     max_endpoints_per_slice: int = Field(
         default=100, ge=1, le=1000, description="as kube-controller-manager's --max-endpoints-per-slice"
     )

@@ -186,6 +186,18 @@ class EndpointPublisher:
             and (s["metadata"].get("labels") or {}).get(LABEL_SERVICE_NAME) == name
         }
 
+    def endpoints_of(self, uid: str) -> list[JSON] | None:
+        """The endpoints of pod ``uid`` in our slices as last read back from the apiserver (the
+        drain before a delete waits until they show ``terminating``); None until listed."""
+        if not self.slices.synced.is_set():
+            return None
+        return [
+            endpoint
+            for found in self.slices.cache.values()
+            for endpoint in found.get("endpoints") or []
+            if (endpoint.get("targetRef") or {}).get("uid") == uid
+        ]
+
     async def reconcile(self, key: str) -> None:
         """Make the Service's slices equal to the desired ones, writing only differences."""
         self.reconciles += 1
