@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The well-known node label kube-proxy and the EndpointSlice controller read the zone from.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
 
 class TrafficConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -71,6 +71,7 @@ class EndpointPublisher:
         pods: Informer,
         services: Informer,
         max_per_slice: int = 100,
+        zone: str | None = None,
         retry: Callable[[], Backoff] = lambda: Backoff(base=0.5, cap=30.0, jitter=0.25),
     ) -> None:
         self._kube = kube
@@ -78,6 +79,7 @@ class EndpointPublisher:
         self._pods = pods
         self._services = services
         self._max = max_per_slice
+        self._zone = zone
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_NODE}={node_label_value(node_name)}"
         self.slices = Informer(kube, SLICES_PATH, label_selector=selector, handler=self.on_slice)
         self._dirty: set[str] = set()
@@ -175,7 +177,7 @@ class EndpointPublisher:
             return {}
         namespace = service["metadata"].get("namespace", "")
         pods = [p for p in self._pods.cache.values() if p["metadata"].get("namespace") == namespace]
-        return desired_slices(service, pods, self._node, max_per_slice=self._max)
+        return desired_slices(service, pods, self._node, max_per_slice=self._max, zone=self._zone)
 
     def existing(self, key: str) -> dict[str, JSON]:
         namespace, _, name = key.partition("/")
