@@ -195,11 +195,13 @@ class Deletion:
         lookup = self._deps.endpoints
         if lookup is None:
             return None
+        tracked = self._deps.tracker.get(record.uid)
         verdict = drain_verdict(
             pod,
-            lookup(pod["metadata"]["uid"]),
+            lookup(record.uid),
             now=self._deps.now(),
             max_seconds=self._deps.settings.traffic.drain_max_seconds,
+            ended=tracked is not None and tracked.status.phase.terminal,
         )
         if verdict.stop_now:
             if record.drain_announced:

@@ -64,12 +64,18 @@ def observed_terminating(endpoints: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def drain_verdict(
-    pod: JSON, endpoints: Sequence[Mapping[str, Any]] | None, *, now: float, max_seconds: float
+    pod: JSON,
+    endpoints: Sequence[Mapping[str, Any]] | None,
+    *,
+    now: float,
+    max_seconds: float,
+    ended: bool = False,
 ) -> DrainVerdict:
     """Whether the deployment of the deleting ``pod`` may be stopped yet.
 
     ``endpoints`` are the pod's endpoints in vkprovider's EndpointSlices as last read from the
-    apiserver (the slice informer), or None while that cache has not listed yet.
+    apiserver (the slice informer), or None while that cache has not listed yet; ``ended``: the
+    provider already reports the deployment terminal (it serves nothing whatever the pod says).
     """
     meta = pod["metadata"]
     grace = meta.get("deletionGracePeriodSeconds")
@@ -78,6 +84,8 @@ def drain_verdict(
         return DrainVerdict(0.0, "force delete (grace period 0): no drain")
     if max_seconds <= 0:
         return DrainVerdict(0.0, "draining disabled (traffic.drain_max_seconds is 0)")
+    if ended:
+        return DrainVerdict(0.0, "the deployment already ended: nothing to drain")
     if not _ready(pod):
         return DrainVerdict(0.0, "the pod is not Ready: it serves no traffic to drain")
     if endpoints is not None and not endpoints:

@@ -65,6 +65,8 @@ def test_nothing_to_drain_means_no_wait() -> None:
         verdict = drain_verdict(pod, endpoints, now=REQUESTED, max_seconds=120)
         assert verdict.stop_now, name
     assert drain_verdict(deleting(10), TERMINATING, now=REQUESTED, max_seconds=0).stop_now
+    # The provider says it ended already (the pod's Ready is merely not updated while deleting).
+    assert drain_verdict(deleting(10), TERMINATING, now=REQUESTED, max_seconds=120, ended=True).stop_now
 
 
 class Slices:
