@@ -183,3 +183,34 @@ async def test_a_force_delete_skips_the_drain(vnode: VirtualNode, namespace: str
         return uid not in await endpoints(kube, namespace, "force")
 
     await eventually(unpublished)
+
+
+async def test_a_restart_mid_drain_keeps_the_deadline_the_pod_carries(
+    vnode: VirtualNode, namespace: str
+) -> None:
+    kube = vnode.kube
+    assert kube is not None
+    (pod,) = await start(kube, namespace, vnode, "resume", 1, grace=30)
+    uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+    async def terminating() -> bool:
+        found = (await endpoints(kube, namespace, "resume")).get(uid)
+        return bool(found and found["conditions"].get("terminating"))
+
+    await eventually(terminating)
+    current = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    deadline = datetime.strptime(current["metadata"]["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    # A new process knows nothing of the drain but what the pod and the slices say.
+    await vnode.restart()
+    kube = vnode.kube
+    assert kube is not None
+
+    async def ended() -> JSON | None:
+        found = await bill(vnode, uid)
+        return found if found["ended_at"] is not None else None
+
+    done = await eventually(ended)
+    assert done["end_reason"] == "deleted"
+    # The new process did not stop it at once: it waited for the deadline the pod carries.
+    assert done["ended_at"] >= deadline.replace(tzinfo=UTC).timestamp()
