@@ -18,8 +18,9 @@ time, and with it the end of the drain, survive a restart; nothing is kept in me
 itself is a delayed requeue in the pod work queue (no task sleeps per pod).
 
 Nothing is delayed when there is nothing to drain: a force delete (grace 0), a pod that is not
-Ready (never was, or its deploy failed), or a pod with no endpoint in our slices (no Service
-selects it, no route, or endpoints are not published by vkprovider). Waiting for the slice
+Ready (never was, or its deploy failed), a pod with no recorded route (nothing of it can be
+published, whatever the slice cache says or whether it has listed), or a pod with no endpoint in
+our slices (no Service selects it, or endpoints are not published by vkprovider). Waiting for the slice
 change to be observed is bounded too: past ``request time + drain_max_seconds`` the deployment is
 stopped whatever the slices say (the apiserver may be unreachable; the deployment still bills).
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vkprovider.pods.context import parse_time
+from vkprovider.traffic.route import route_of
 
 JSON = dict[str, Any]
 #: How soon to look again while our terminating endpoint is not visible yet (it normally is
@@ -88,6 +90,9 @@ def drain_verdict(
         return DrainVerdict(0.0, "the deployment already ended: nothing to drain")
     if not _ready(pod):
         return DrainVerdict(0.0, "the pod is not Ready: it serves no traffic to drain")
+    route = route_of(pod)
+    if route is None or not route.endpoints.addresses:
+        return DrainVerdict(0.0, "the pod has no route: nothing of it is published")
     if endpoints is not None and not endpoints:
         return DrainVerdict(0.0, "no endpoint of the pod is published: nothing to drain")
     requested = deadline - float(grace)  # the apiserver: deletionTimestamp = request + grace

@@ -8,24 +8,35 @@ from typing import Any
 
 from pod_sync_fakes import NODE, Clock, gpu_pod, world
 
-from vkprovider.models import Phase
+from vkprovider.models import DeploymentEndpoints, Phase, PortMapping
 from vkprovider.pods.context import Requeue
 from vkprovider.pods.drain import drain_verdict
 from vkprovider.pods.sync import SyncSettings
 from vkprovider.traffic.config import TrafficConfig
+from vkprovider.traffic.route import ANNOTATION_ROUTE, Route
 
 JSON = dict[str, Any]
 REQUESTED = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 READY = {"conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"}
 LIVE = [{"conditions": {"ready": True, "serving": True, "terminating": False}}]
 TERMINATING = [{"conditions": {"ready": False, "serving": True, "terminating": True}}]
+#: What pods/route.py records on a pod whose provider said how it is reached.
+ROUTED = {
+    ANNOTATION_ROUTE: Route(
+        "cheap",
+        "dep-1",
+        DeploymentEndpoints(
+            uid="uid-1", addresses=["198.18.7.1"], ports=[PortMapping(container_port=8000, port=38000)]
+        ),
+    ).dump()
+}
 
 
 def deleting(grace: int | None, *, status: JSON | None = None) -> JSON:
     """A pod deleted at REQUESTED with ``grace``: the apiserver sets deletionTimestamp = +grace."""
     pod = gpu_pod()
     stamp = f"2027-01-15T08:{(grace or 0) // 60:02d}:{(grace or 0) % 60:02d}Z"
-    pod["metadata"].update(deletionTimestamp=stamp, deletionGracePeriodSeconds=grace)
+    pod["metadata"].update(deletionTimestamp=stamp, deletionGracePeriodSeconds=grace, annotations=ROUTED)
     pod["status"] = status if status is not None else READY
     return pod
 
@@ -60,6 +71,7 @@ def test_nothing_to_drain_means_no_wait() -> None:
         "never ready": (deleting(10, status={"phase": "Pending"}), TERMINATING),
         "deploy failed": (deleting(10, status={"phase": "Failed"}), TERMINATING),
         "not published": (deleting(10), []),
+        "no route": ({**deleting(10), "metadata": {**deleting(10)["metadata"], "annotations": {}}}, None),
     }
     for name, (pod, endpoints) in cases.items():
         verdict = drain_verdict(pod, endpoints, now=REQUESTED, max_seconds=120)
@@ -92,7 +104,13 @@ async def test_the_provider_delete_waits_for_the_drain_and_a_restart_resumes_it(
     w.kube.update(
         "ns",
         "p",
-        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:10Z", "deletionGracePeriodSeconds": 10}},
+        {
+            "metadata": {
+                "deletionTimestamp": "2027-01-15T08:00:10Z",
+                "deletionGracePeriodSeconds": 10,
+                "annotations": ROUTED,
+            }
+        },
     )
     first = await w.run(pod)
     assert isinstance(first, Requeue) and 0 < first.after <= 1  # look again soon: not observed yet
@@ -125,7 +143,13 @@ async def test_a_pod_with_no_published_endpoint_or_no_publisher_is_stopped_at_on
         w.kube.update(
             "ns",
             "p",
-            {"metadata": {"deletionTimestamp": "2027-01-15T08:00:10Z", "deletionGracePeriodSeconds": 10}},
+            {
+                "metadata": {
+                    "deletionTimestamp": "2027-01-15T08:00:10Z",
+                    "deletionGracePeriodSeconds": 10,
+                    "annotations": ROUTED,
+                }
+            },
         )
         assert await w.run(pod) is None
         assert w.cloud.deletes == [("uid-1", 10.0)] and "Draining" not in w.kube.reasons()
@@ -145,6 +169,12 @@ async def test_draining_disabled_by_config_stops_at_once() -> None:
     w.kube.update(
         "ns",
         "p",
-        {"metadata": {"deletionTimestamp": "2027-01-15T08:00:10Z", "deletionGracePeriodSeconds": 10}},
+        {
+            "metadata": {
+                "deletionTimestamp": "2027-01-15T08:00:10Z",
+                "deletionGracePeriodSeconds": 10,
+                "annotations": ROUTED,
+            }
+        },
     )
     assert await w.run(pod) is None and w.cloud.deletes == [("uid-1", 10.0)]
