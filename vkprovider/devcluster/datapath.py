@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
+import shutil
 from dataclasses import dataclass
 
 from vkprovider.devcluster.netns import NetnsError, _ip
@@ -48,6 +50,20 @@ def provider_range(index: int) -> str:
     if not 0 <= index < len(ranges):
         raise ValueError(f"provider index {index}: the data path has {len(ranges)} provider ranges")
     return str(ranges[index])
+
+
+def why_unavailable() -> str | None:
+    """Why this machine cannot run the data path (no ``ip netns``, no ``nft`` and no apt-get to
+    install it), or None: tests skip with this reason."""
+    if shutil.which("nft") is None and shutil.which("apt-get") is None:
+        return "nft is not installed and apt-get is not available to install it"
+    probe = f"vkp-probe-{os.getpid()}"
+    try:
+        _ip("netns", "add", probe)
+    except NetnsError as exc:
+        return f"cannot create network namespaces: {exc}"
+    _ip("netns", "del", probe, check=False)
+    return None
 
 
 @dataclass(frozen=True)

@@ -70,10 +70,15 @@ def kubeconfig(cert: pki.CertPair, ca_cert: Path) -> dict[str, object]:
         "clusters": [
             {
                 "name": "dev",
-                "cluster": {"server": f"https://127.0.0.1:{RELAY_PORT}", "certificate-authority": str(ca_cert)},
+                "cluster": {
+                    "server": f"https://127.0.0.1:{RELAY_PORT}",
+                    "certificate-authority": str(ca_cert),
+                },
             }
         ],
-        "users": [{"name": USER, "user": {"client-certificate": str(cert.cert), "client-key": str(cert.key)}}],
+        "users": [
+            {"name": USER, "user": {"client-certificate": str(cert.cert), "client-key": str(cert.key)}}
+        ],
         "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": USER}}],
         "current-context": "dev",
     }

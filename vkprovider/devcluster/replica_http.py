@@ -18,9 +18,7 @@ from typing import Any
 MAX_HEADER_BYTES = 16384
 
 
-async def serve(
-    sock: socket.socket, answer: Callable[[], Awaitable[dict[str, Any]]]
-) -> asyncio.Server:
+async def serve(sock: socket.socket, answer: Callable[[], Awaitable[dict[str, Any]]]) -> asyncio.Server:
     """Serve ``answer()`` as a JSON 200 to every request on the listening ``sock``."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
