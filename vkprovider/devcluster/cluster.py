@@ -91,8 +91,10 @@ class Cluster:
     kubelet_net: KubeletNet | None = None
     kubelet_serving: pki.CertPair | None = None
     size: ControlPlaneSize = field(default_factory=ControlPlaneSize)  #: opt-in flags for many pods
-    #: kube-proxy's node namespace and the replicas' namespace, with ``datapath=True``
+    #: kube-proxy's node namespace and the replicas' namespace (``start_datapath``)
     datapath: DataPath | None = None
+    #: the cluster's CA, in the process that started it (``start_datapath`` issues a cert)
+    ca: pki.CertificateAuthority | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -118,8 +120,7 @@ class Cluster:
         same stage set (``kwok.POD_STAGES``), so Kueue-admitted Job pods run as long as their
         Job says. Both together are the same as either. ``size``: flags for many pods
         (:mod:`vkprovider.devcluster.sizing`); default: the components' own. ``datapath``: also
-        kube-proxy in a node namespace and listeners for the replicas
-        (:mod:`vkprovider.devcluster.kube_proxy`), so Services carry real requests."""
+        :meth:`start_datapath` for the first kwok node (needs ``gpu_nodes`` >= 1)."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -154,10 +155,9 @@ class Cluster:
                 from vkprovider.devcluster.kueue import start_kueue
 
                 await start_kueue(cluster)
+            cluster.ca = ca
             if datapath:
-                from vkprovider.devcluster import kube_proxy
-
-                await kube_proxy.start(cluster, ca, toolchain)
+                await cluster.start_datapath()
         except BaseException:
             await cluster.stop()
             raise
@@ -318,6 +318,17 @@ class Cluster:
             await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
             await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
         self.save()
+
+    async def start_datapath(self, node: str | None = None) -> DataPath:
+        """kube-proxy in a namespace standing for kwok node ``node`` (default: the first), and
+        listeners for the replicas (:mod:`vkprovider.devcluster.kube_proxy`): Services then
+        carry real requests. Only in the process that started the cluster (it issues a cert)."""
+        from vkprovider.devcluster import kube_proxy
+
+        node = node or (self.gpu_nodes[0] if self.gpu_nodes else None)
+        if self.ca is None or node is None:
+            raise StartupError("the data path needs the cluster's CA and a kwok node (start one first)")
+        return await kube_proxy.start(self, self.ca, Toolchain.default(), node)
 
     async def stop(self, *, remove: bool = False) -> None:
         """Stop every component, newest first, by PID; safe to call twice.

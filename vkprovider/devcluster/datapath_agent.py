@@ -4,7 +4,7 @@
 A process of its own, started and stopped by PID with the cluster's other components, so the
 data path outlives the command that started the cluster (``make cluster-up``) as they do.
 ``python -m vkprovider.devcluster.datapath_agent --kubeconfig K --api-port P --node-netns N
---backends-netns B --nodes n1,n2``.
+--backends-netns B``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ async def run(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server = await relay(node, args.api_port)
-    listeners = PodListeners(kube, backends, frozenset(filter(None, args.nodes.split(","))))
+    listeners = PodListeners(kube, backends)
     task = asyncio.create_task(listeners.run())
     logging.info("data path agent: relay and local replica listeners running")
     try:
@@ -52,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-port", type=int, required=True)
     parser.add_argument("--node-netns", required=True)
     parser.add_argument("--backends-netns", required=True)
-    parser.add_argument("--nodes", required=True, help="kwok node names, comma-separated")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(run(args))

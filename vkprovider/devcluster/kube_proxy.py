@@ -26,6 +26,7 @@ from vkprovider.devcluster import apt, pki
 from vkprovider.devcluster.api_relay import RELAY_PORT
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.datapath import NODE_LINK_IP, POD_CIDR, DataPath
+from vkprovider.devcluster.netns import NetnsError
 from vkprovider.devcluster.netns_socket import NetnsSockets
 from vkprovider.devcluster.process import Process, StartupError, spawn
 from vkprovider.devcluster.replica_http import get
@@ -88,14 +89,17 @@ def _api_port(server: str) -> int:
     return int(server.rsplit(":", 1)[1])
 
 
-async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolchain) -> DataPath:
+async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolchain, node: str) -> DataPath:
     """Make the namespaces, start the agent and kube-proxy, and return once kube-proxy is healthy
     (it has synced its rules once). The processes join ``cluster.processes``; on failure the
     caller's ``cluster.stop()`` ends them and removes the namespaces."""
     await asyncio.to_thread(apt.install, DEBIAN_TOOLS)
-    if not toolchain.binary("kube-proxy").exists() or toolchain.missing(("kube-proxy",)):
+    if toolchain.missing(("kube-proxy",)):
         raise StartupError("kube-proxy is not built; run `make cluster-build` first")
-    path = await asyncio.to_thread(DataPath.create, cluster.name)
+    try:
+        path = await asyncio.to_thread(DataPath.create, cluster.name)
+    except NetnsError as exc:
+        raise StartupError(f"no data path (network namespaces): {exc}") from None
     cluster.datapath = path
     cluster.save()
     workdir = cluster.workdir / "datapath"
@@ -108,7 +112,6 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
         f"--api-port={_api_port(cluster.server)}",
         f"--node-netns={path.node}",
         f"--backends-netns={path.backends}",
-        f"--nodes={','.join(cluster.gpu_nodes)}",
     ]
     cluster.processes.append(spawn("datapath-agent", Path(sys.executable), agent_args, logs))
     cluster.save()
@@ -117,7 +120,6 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
     config_file = workdir / "kube-proxy.kubeconfig"
     config_file.write_text(yaml.safe_dump(kubeconfig(cert, cluster.ca_cert), sort_keys=False))
     proxy_config = workdir / "kube-proxy.yaml"
-    node = cluster.gpu_nodes[0] if cluster.gpu_nodes else cluster.name
     proxy_config.write_text(yaml.safe_dump(configuration(config_file, node), sort_keys=False))
     proc = spawn(
         "kube-proxy",

@@ -1,9 +1,10 @@
 """Local replicas that answer: an HTTP listener at each Ready kwok pod's IP, for as long as it is.
 
 kwok makes pods Running and Ready without running anything, so a Service over them would route
-to addresses where nothing listens. Here a pod informer (kwok's nodes only) keeps one listener
-per (pod IP, declared TCP container port) in the backends namespace (:mod:`datapath`: the pod
-range is local there, so any pod IP can be bound) while the pod is Ready and not terminating;
+to addresses where nothing listens. Here a pod informer keeps one listener per (pod IP,
+declared TCP container port) for each pod with an IP from kwok's range, in the backends
+namespace (:mod:`datapath`: the pod range is local there, so any pod IP can be bound), while
+the pod is Ready and not terminating;
 it is closed when the pod stops being Ready, starts terminating or goes away, so a connection
 to a gone pod is refused as on a real node. Each answer names the pod and says ``local``.
 """
@@ -11,9 +12,11 @@ to a gone pod is refused as on a real node. Each answer names the pod and says `
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from typing import Any
 
+from vkprovider.devcluster.datapath import POD_CIDR
 from vkprovider.devcluster.netns_socket import NetnsSockets
 from vkprovider.devcluster.replica_http import serve
 from vkprovider.kube.client import KubeClient
@@ -23,6 +26,7 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 Key = tuple[str, int]  #: (pod IP, port)
+_POD_NETWORK = ipaddress.IPv4Network(POD_CIDR)
 
 
 def _ready(pod: JSON) -> bool:
@@ -35,10 +39,20 @@ def _ready(pod: JSON) -> bool:
     )
 
 
-def listeners_of(pod: JSON, nodes: frozenset[str]) -> dict[Key, tuple[str, str]]:
-    """``(ip, port) → (namespace, name)`` the pod should answer on now (empty: none)."""
+def _local_ip(pod: JSON) -> str | None:
+    """The pod's IP if kwok gave it one (from the data path's pod range), else None: a pod on
+    the virtual node shows no IP or its provider's, and is served by its provider."""
     ip = (pod.get("status") or {}).get("podIP")
-    if not ip or (pod.get("spec") or {}).get("nodeName") not in nodes or not _ready(pod):
+    try:
+        return ip if ip and ipaddress.IPv4Address(ip) in _POD_NETWORK else None
+    except ValueError:
+        return None
+
+
+def listeners_of(pod: JSON) -> dict[Key, tuple[str, str]]:
+    """``(ip, port) → (namespace, name)`` the pod should answer on now (empty: none)."""
+    ip = _local_ip(pod)
+    if ip is None or not _ready(pod):
         return {}
     who = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
     return {
@@ -50,9 +64,8 @@ def listeners_of(pod: JSON, nodes: frozenset[str]) -> dict[Key, tuple[str, str]]
 
 
 class PodListeners:
-    def __init__(self, kube: KubeClient, backends: NetnsSockets, nodes: frozenset[str]) -> None:
+    def __init__(self, kube: KubeClient, backends: NetnsSockets) -> None:
         self._backends = backends
-        self._nodes = nodes
         self.pods = Informer(kube, "/api/v1/pods", handler=self._on_pod)
         self.servers: dict[Key, tuple[tuple[str, str], asyncio.Server]] = {}
         self._wake = asyncio.Event()
@@ -63,7 +76,7 @@ class PodListeners:
     def desired(self) -> dict[Key, tuple[str, str]]:
         found: dict[Key, tuple[str, str]] = {}
         for pod in self.pods.cache.values():
-            found.update(listeners_of(pod, self._nodes))
+            found.update(listeners_of(pod))
         return found
 
     async def run(self) -> None:
