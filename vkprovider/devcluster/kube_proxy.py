@@ -91,8 +91,9 @@ def _api_port(server: str) -> int:
 
 async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolchain, node: str) -> DataPath:
     """Make the namespaces, start the agent and kube-proxy, and return once kube-proxy is healthy
-    (it has synced its rules once). The processes join ``cluster.processes``; on failure the
-    caller's ``cluster.stop()`` ends them and removes the namespaces."""
+    (it has synced its rules once). The processes join ``cluster.processes`` (``cluster.stop()``
+    ends them and removes the namespaces); on failure this undoes its own part and raises
+    StartupError, leaving the rest of the cluster running."""
     await asyncio.to_thread(apt.install, DEBIAN_TOOLS)
     if toolchain.missing(("kube-proxy",)):
         raise StartupError("kube-proxy is not built; run `make cluster-build` first")
@@ -102,6 +103,28 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
         raise StartupError(f"no data path (network namespaces): {exc}") from None
     cluster.datapath = path
     cluster.save()
+    started: list[Process] = []
+    try:
+        await _processes(cluster, ca, toolchain, node, path, started)
+    except BaseException:
+        for proc in reversed(started):
+            await asyncio.to_thread(proc.stop)
+            cluster.processes.remove(proc)
+        await asyncio.to_thread(path.remove)
+        cluster.datapath = None
+        cluster.save()
+        raise
+    return path
+
+
+async def _processes(
+    cluster: Cluster,
+    ca: pki.CertificateAuthority,
+    toolchain: Toolchain,
+    node: str,
+    path: DataPath,
+    started: list[Process],
+) -> None:
     workdir = cluster.workdir / "datapath"
     workdir.mkdir(exist_ok=True)
     logs = cluster.workdir / "logs"
@@ -113,7 +136,8 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
         f"--node-netns={path.node}",
         f"--backends-netns={path.backends}",
     ]
-    cluster.processes.append(spawn("datapath-agent", Path(sys.executable), agent_args, logs))
+    started.append(spawn("datapath-agent", Path(sys.executable), agent_args, logs))
+    cluster.processes.append(started[-1])
     cluster.save()
 
     cert = ca.issue(cluster.workdir / "pki", "kube-proxy", USER, client=True)
@@ -121,17 +145,18 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
     config_file.write_text(yaml.safe_dump(kubeconfig(cert, cluster.ca_cert), sort_keys=False))
     proxy_config = workdir / "kube-proxy.yaml"
     proxy_config.write_text(yaml.safe_dump(configuration(config_file, node), sort_keys=False))
-    proc = spawn(
-        "kube-proxy",
-        toolchain.binary("kube-proxy"),
-        [f"--config={proxy_config}", "--v=2"],
-        logs,
-        netns=path.node,
+    started.append(
+        spawn(
+            "kube-proxy",
+            toolchain.binary("kube-proxy"),
+            [f"--config={proxy_config}", "--v=2"],
+            logs,
+            netns=path.node,
+        )
     )
-    cluster.processes.append(proc)
+    cluster.processes.append(started[-1])
     cluster.save()
-    await wait_healthy(path, [proc, *cluster.processes])
-    return path
+    await wait_healthy(path, started[::-1])
 
 
 async def wait_healthy(path: DataPath, processes: list[Process], timeout: float = 60.0) -> None:

@@ -30,6 +30,18 @@ MAX_RATE = 1000.0
 MAX_DURATION = 3600.0
 
 
+def _percentile(values: list[float], q: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
 @dataclass
 class LoadReport:
     requests: int = 0
@@ -37,29 +49,36 @@ class LoadReport:
     latencies: list[float] = field(default_factory=list)
     #: ``local/<pod>`` or ``<provider>/<deployment>`` → answers
     answered_by: Counter[str] = field(default_factory=Counter)
+    #: ``local`` or a provider name → latencies of its answers
+    latencies_by_where: dict[str, list[float]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
 
-    def percentile(self, q: float) -> float | None:
-        if not self.latencies:
-            return None
-        if len(self.latencies) == 1:
-            return self.latencies[0]
-        return statistics.quantiles(self.latencies, n=100, method="inclusive")[int(q) - 1]
+    def add(self, answerer: str, latency: float) -> None:
+        self.latencies.append(latency)
+        self.answered_by[answerer] += 1
+        self.latencies_by_where.setdefault(answerer.split("/", 1)[0], []).append(latency)
+
+    def percentile(self, q: int) -> float | None:
+        return _percentile(self.latencies, q)
 
     def by_where(self) -> Counter[str]:
         """Answers per ``local`` or provider name."""
-        where: Counter[str] = Counter()
-        for key, count in self.answered_by.items():
-            where[key.split("/", 1)[0]] += count
-        return where
+        return Counter({where: len(values) for where, values in self.latencies_by_where.items()})
 
     def to_json(self) -> dict[str, Any]:
-        p50, p99 = self.percentile(50), self.percentile(99)
         return {
             "requests": self.requests,
             "failed": self.failed,
-            "p50_ms": None if p50 is None else round(p50 * 1000, 2),
-            "p99_ms": None if p99 is None else round(p99 * 1000, 2),
+            "p50_ms": _ms(self.percentile(50)),
+            "p99_ms": _ms(self.percentile(99)),
+            "by_where": {
+                where: {
+                    "answers": len(values),
+                    "p50_ms": _ms(_percentile(values, 50)),
+                    "p99_ms": _ms(_percentile(values, 99)),
+                }
+                for where, values in sorted(self.latencies_by_where.items())
+            },
             "answered_by": dict(sorted(self.answered_by.items())),
             "errors": dict(self.errors),
         }
@@ -108,8 +127,7 @@ async def run_load(
             report.failed += 1
             report.errors[f"{type(exc).__name__}: {exc}"[:120]] += 1
             return
-        report.latencies.append(time.monotonic() - started)
-        report.answered_by[who(answer)] += 1
+        report.add(who(answer), time.monotonic() - started)
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -59,12 +59,18 @@ def test_the_command_line_names_the_bad_field(capsys: pytest.CaptureFixture[str]
 
 
 def test_the_report_says_who_answered_and_the_percentiles() -> None:
-    report = loadgen.LoadReport(requests=101, failed=1, latencies=[i / 1000 for i in range(1, 101)])
-    report.answered_by.update({"local/web-a": 60, "routed/fc-000001": 30, "routed/fc-000002": 10})
+    report = loadgen.LoadReport(requests=101, failed=1)
+    for i in range(1, 101):
+        report.add("local/web-a" if i <= 60 else f"routed/fc-00000{1 + i % 2}", i / 1000)
     assert report.by_where() == {"local": 60, "routed": 40}
+    assert report.answered_by == {"local/web-a": 60, "routed/fc-000001": 20, "routed/fc-000002": 20}
     body = report.to_json()
     assert (body["requests"], body["failed"]) == (101, 1)
     assert body["p50_ms"] == pytest.approx(50.5) and body["p99_ms"] == pytest.approx(99.01)
+    assert body["by_where"]["local"]["answers"] == 60 and body["by_where"]["local"][
+        "p50_ms"
+    ] == pytest.approx(30.5)
+    assert body["by_where"]["routed"]["p99_ms"] == pytest.approx(99.61)
     assert loadgen.LoadReport().to_json()["p50_ms"] is None
     assert loadgen.who({"where": "local", "pod": "web-a"}) == "local/web-a"
     assert loadgen.who({"where": "external", "provider": "p", "deployment": "d"}) == "p/d"
