@@ -6,8 +6,10 @@ kube-proxy: a request reaches a replica only through the rules it wrote."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -131,6 +133,41 @@ async def test_a_service_over_local_and_external_replicas_answers_from_all_four(
         f"routed/{d}" for d in deployments
     }
     assert report.by_where().keys() == {"local", "routed"}
+    # The ClusterIP exists only in kube-proxy's nftables rules in the node namespace.
+    nft = ["ip", "netns", "exec", path.node, "nft", "list", "table", "ip", "kube-proxy"]
+    rules = (await asyncio.to_thread(subprocess.run, nft, capture_output=True, text=True, check=True)).stdout
+    assert cluster_ip in rules
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "allowed"),
+    [
+        ("watch", "endpointslices", True),
+        ("list", "services", True),
+        ("create", "events", True),
+        ("get", "secrets", False),
+        ("create", "pods", False),
+        ("update", "endpointslices", False),
+    ],
+)
+async def test_kube_proxy_runs_as_its_own_user_with_the_node_proxier_role_only(
+    dp_cluster: Cluster, verb: str, resource: str, allowed: bool
+) -> None:
+    group = {"endpointslices": "discovery.k8s.io", "events": "events.k8s.io"}.get(resource, "")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "system:kube-proxy",
+            "resourceAttributes": {"verb": verb, "resource": resource, "group": group},
+        },
+    }
+    async with dp_cluster.http() as http:
+        answer = await http.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["status"].get("allowed", False) is allowed
+    kubeconfig = (dp_cluster.workdir / "datapath" / "kube-proxy.kubeconfig").read_text()
+    assert "system:kube-proxy" in kubeconfig and str(dp_cluster.admin.cert) not in kubeconfig
 
 
 async def test_a_provider_without_a_route_is_not_published_and_no_request_fails(
