@@ -21,6 +21,8 @@ from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.datapath import POD_CIDR, SERVICE_CIDR, provider_range, why_unavailable
 from vkprovider.devcluster.kwok import GPU_POOL_SELECTOR
 from vkprovider.devcluster.loadgen import LoadReport, run_load
+from vkprovider.devcluster.netns_socket import NetnsSockets
+from vkprovider.devcluster.replica_http import get
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import VirtualNode, cloud_config, inference_deployment, start_virtual_node
 
@@ -137,6 +139,32 @@ async def test_a_service_over_local_and_external_replicas_answers_from_all_four(
     nft = ["ip", "netns", "exec", path.node, "nft", "list", "table", "ip", "kube-proxy"]
     rules = (await asyncio.to_thread(subprocess.run, nft, capture_output=True, text=True, check=True)).stdout
     assert cluster_ip in rules
+
+    # A local replica that goes away stops answering at its IP (refused, as on a real node).
+    await kube.request(
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{ns}/deployments/home/scale",
+        body={"spec": {"replicas": 1}},
+        content_type="application/merge-patch+json",
+    )
+    left = await eventually(lambda: ready_pods(kube, ns, "home", 1))
+    gone = next(p for p in home if p["metadata"]["name"] != left[0]["metadata"]["name"])
+    node = NetnsSockets(path.node)
+    try:
+
+        async def refused() -> bool:
+            try:
+                await get(await node.client(), gone["status"]["podIP"], 8000)
+            except ConnectionRefusedError:
+                return True
+            return False
+
+        await eventually(refused)
+        assert (await get(await node.client(), left[0]["status"]["podIP"], 8000))["pod"] == left[0][
+            "metadata"
+        ]["name"]
+    finally:
+        node.close()
 
 
 @pytest.mark.parametrize(
