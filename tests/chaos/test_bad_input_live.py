@@ -103,7 +103,7 @@ async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_
         parse_config(
             {
                 "provider": "cheap",
-                "ip_range": "198.19.160.0/20",  # devcluster.datapath.provider_range(2)
+                "ip_range": "10.66.0.0/16",
                 "catalog": [
                     {"gpu_type": "H100-SXM-80GB", "price_per_hour": 2.0, "capacity": 40},
                     {"gpu_type": "H100-SXM-80GB", "gpu_count": 8, "price_per_hour": 20.0, "capacity": 4},
