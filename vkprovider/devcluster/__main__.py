@@ -22,7 +22,7 @@ def _export_line(cluster: Cluster) -> str:
     return f"export KUBECONFIG={cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH"
 
 
-async def _up(name: str, nodes: int, with_metrics_server: bool = False) -> int:
+async def _up(name: str, nodes: int, with_metrics_server: bool = False, datapath: bool = False) -> int:
     existing = Cluster.load(run_root() / name)
     if existing is not None and existing.running():
         if with_metrics_server:
@@ -39,7 +39,13 @@ async def _up(name: str, nodes: int, with_metrics_server: bool = False) -> int:
         print(_export_line(existing))
         return 0
     started = time.monotonic()
-    cluster = await Cluster.start(name, gpu_nodes=nodes)
+    cluster = await Cluster.start(name, gpu_nodes=nodes, datapath=datapath)
+    if cluster.datapath is not None:
+        print(
+            f"data path: kube-proxy in netns {cluster.datapath.node}; load: .venv/bin/python -m "
+            f"vkprovider.devcluster.loadgen --netns {cluster.datapath.node} --target CLUSTER_IP:PORT",
+            file=sys.stderr,
+        )
     if with_metrics_server:
         try:
             url = await metrics_server.start(cluster)
@@ -76,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--metrics-server", action="store_true", help="also start metrics-server (kubectl top, HPA)"
     )
+    up.add_argument(
+        "--datapath",
+        action="store_true",
+        help="also kube-proxy (nftables) in a node namespace and listeners at the pods' IPs",
+    )
     down = sub.add_parser("down", help="stop a cluster started with up")
     down.add_argument("--name", default="dev")
     args = parser.parse_args(argv)
@@ -87,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.nodes < 0:
                 parser.error("--nodes must be >= 0")
-            return asyncio.run(_up(args.name, args.nodes, args.metrics_server))
+            if args.datapath and args.nodes < 1:
+                parser.error("--datapath needs --nodes >= 1 (kube-proxy stands for a kwok node)")
+            return asyncio.run(_up(args.name, args.nodes, args.metrics_server, args.datapath))
         return asyncio.run(_down(args.name))
     except (BuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
