@@ -5,7 +5,8 @@
 2. warm up: wait until every replica is Ready on the local nodes (the day starts from a
    steady state, not from the cold start);
 3. drive the timeline in compressed real time while a sampler records the world every
-   ``runtime.sample_seconds`` and feeds the live view;
+   ``runtime.sample_seconds`` and feeds the live view, and a load generator per workload sends
+   its ``requests_per_second`` to the workload's Service all day (through kube-proxy);
 4. after the day, give deletions ``runtime.settle_seconds`` to finish, count orphaned provider
    deployments, read the ledgers one last time and write the report.
 """
@@ -23,9 +24,10 @@ from pathlib import Path
 import httpx
 
 from vkprovider.devcluster.cluster import run_root
+from vkprovider.devcluster.loadgen import LoadReport, run_load
 from vkprovider.kube.client import KubeClient
 from vkprovider.models import LABEL_POD_UID
-from vkprovider.sim import report
+from vkprovider.sim import manifests, report
 from vkprovider.sim.costs import provider_costs
 from vkprovider.sim.ledger import LedgerReader
 from vkprovider.sim.live import LiveView
@@ -35,6 +37,7 @@ from vkprovider.sim.scenario import Scenario
 from vkprovider.sim.service_config import gate_section, preflight
 from vkprovider.sim.stack import Stack
 from vkprovider.sim.timeline import Change, sample_changes
+from vkprovider.sim.traffic import REQUEST_TIMEOUT_SECONDS
 from vkprovider.sim.world import World
 
 log = logging.getLogger(__name__)
@@ -133,10 +136,48 @@ class Run:
                 self.view.update(sample, self.spent(sample.t))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
+    async def start_traffic(self) -> list[asyncio.Task[LoadReport]]:
+        """One load generator per workload, at its ``requests_per_second`` for the whole day, to
+        its Service's ClusterIP from the node namespace (through kube-proxy); their records fill
+        ``rec.traffic`` as they go. Without the data path, none (the report says so)."""
+        net = self.stack.cluster.datapath
+        if net is None:
+            return []
+        self.rec.traffic = {}
+        tasks = []
+        for w in self.s.workloads:
+            report = LoadReport()
+            self.rec.traffic[w.name] = report.records
+            load = run_load(
+                net.node,
+                await self.world.cluster_ip(w.name),
+                manifests.SERVICE_PORT,
+                rate=w.requests_per_second,
+                duration=self.s.clock.real_seconds,
+                timeout=REQUEST_TIMEOUT_SECONDS,
+                report=report,
+            )
+            tasks.append(asyncio.create_task(load, name=f"load-{w.name}"))
+        return tasks
+
+    async def finish_traffic(self, tasks: list[asyncio.Task[LoadReport]]) -> None:
+        """Let the last requests answer or time out; a generator that failed becomes a note."""
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_SECONDS + 5.0)
+        for task in pending:
+            task.cancel()
+            self.rec.notes.append(f"traffic: {task.get_name()} did not finish; cancelled")
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in done:
+            if task.exception() is not None:
+                self.rec.notes.append(f"traffic: {task.get_name()} failed: {task.exception()!r}"[:300])
+
     async def day(self) -> None:
         self.rec.day_start = time.time()
         self.view.start_day(self.rec.day_start)
         sampler = asyncio.create_task(self.sample_loop())
+        load = await self.start_traffic()
         try:
             for step in self.world.steps():
                 await asyncio.sleep(max(0.0, self.rec.day_start + step.at - time.time()))
@@ -152,6 +193,7 @@ class Run:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
+            await self.finish_traffic(load)
 
     async def orphans(self) -> list[str]:
         """Provider deployments of the virtual node whose pod no longer exists."""
