@@ -14,7 +14,11 @@ from typing import Any
 
 # kwok stage delays (dev clusters with pod delays or Kueue): a local replica takes
 # ``fleet.ready_after`` to become Ready, a training pod completes after its run.
-from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION, READY_DELAY_ANNOTATION
+from vkprovider.devcluster.kwok import (
+    COMPLETE_DELAY_ANNOTATION,
+    READY_DELAY_ANNOTATION,
+    SERVE_THROUGH_GRACE_ANNOTATION,
+)
 from vkprovider.sim.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOAD_PRIORITY_CLASS
 from vkprovider.sim.kueue import NAMESPACE as KUEUE_NAMESPACE
 from vkprovider.sim.scenario import ProviderSpec, Scenario, Training, Workload
@@ -98,6 +102,10 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                     "annotations": {
                         "vkprovider.io/gpu-type": s.fleet.gpu_type,
                         READY_DELAY_ANNOTATION: go_duration(s.real(s.fleet.ready_after)),
+                        # a server that drains: it keeps answering through its grace period (on a
+                        # real node, a preStop sleep), so a preempted local replica's terminating
+                        # endpoint serves until the replacements are Ready
+                        SERVE_THROUGH_GRACE_ANNOTATION: "true",
                     },
                 },
                 "spec": {

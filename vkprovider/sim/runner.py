@@ -2,8 +2,8 @@
 
 1. start the stack (control plane + kwok fleet, fakeclouds, ``vkprovider serve``, gate and
    Descheduler when this build has them) and apply the workloads;
-2. warm up: wait until every replica is Ready on the local nodes (the day starts from a
-   steady state, not from the cold start);
+2. warm up: wait until every replica is Ready on the local nodes and answers through its
+   Service (the day starts from a steady state, not from the cold start);
 3. drive the timeline in compressed real time while a sampler records the world every
    ``runtime.sample_seconds`` and feeds the live view, and a load generator per workload sends
    its ``requests_per_second`` to the workload's Service all day (through kube-proxy);
@@ -24,7 +24,9 @@ from pathlib import Path
 import httpx
 
 from vkprovider.devcluster.cluster import run_root
-from vkprovider.devcluster.loadgen import LoadReport, run_load
+from vkprovider.devcluster.loadgen import LoadReport, run_load, who
+from vkprovider.devcluster.netns_socket import NetnsSockets
+from vkprovider.devcluster.replica_http import get
 from vkprovider.kube.client import KubeClient
 from vkprovider.models import LABEL_POD_UID
 from vkprovider.sim import manifests, report
@@ -102,13 +104,39 @@ class Run:
             gate_settled = sample.gate_tainted is not None and sample.gate_tainted == expect_taint
             # through Kueue: serve's quota sync has set the queue to what the fleet offers
             quota_synced = not self.s.training.kueue or sample.queue_gpus == self.expected_quota
-            if home and gate_settled and quota_synced:
+            if home and gate_settled and quota_synced and await self.services_answer(sample):
                 return
             await asyncio.sleep(1.0)
         self.rec.notes.append(
-            f"warm-up: not every replica was Ready locally (and the gate and the queue's quota settled) "
+            f"warm-up: not every replica was Ready locally and answering through its Service (and the gate "
+            "and the queue's quota settled) "
             f"after {timeout:.0f}s; started anyway"
         )
+
+    async def services_answer(self, sample: Sample) -> bool:
+        """Whether each workload's Service, through kube-proxy, reaches every one of its Ready
+        replicas (as many distinct answerers as Ready replicas, out of 5 probes per replica): the
+        day's traffic starts from a data path that has caught up with the apiserver. True without
+        a data path."""
+        net = self.stack.cluster.datapath
+        if net is None:
+            return True
+        node = NetnsSockets(net.node)
+        try:
+            for w in self.s.workloads:
+                ip, ready = await self.world.cluster_ip(w.name), sample.workloads[w.name].ready
+                seen = set()
+                for _ in range(5 * ready):
+                    try:
+                        async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
+                            seen.add(who(await get(await node.client(), ip, manifests.SERVICE_PORT)))
+                    except (OSError, TimeoutError):
+                        return False
+                if len(seen) < ready:
+                    return False
+        finally:
+            node.close()
+        return True
 
     @property
     def expected_quota(self) -> int:
