@@ -260,7 +260,9 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             ax.text(x, top * 0.82, f" {EVENT_LABELS[a.kind]} {a.subject}", rotation=90, fontsize=8, va="top")
     ax.set_ylim(0, top)
     ax.set_ylabel("inference replicas")
-    ax.set_title(f"{s.name}: inference replicas, traffic, training, gate and spend over the simulated day", pad=64)
+    ax.set_title(
+        f"{s.name}: inference replicas, traffic, training, gate and spend over the simulated day", pad=64
+    )
     spend_ax = ax.twinx()
     spend_ax.step(
         xs,
