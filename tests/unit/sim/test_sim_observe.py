@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vkprovider.devcluster.kwok import SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.sim import manifests
 from vkprovider.sim.observe import sample_from
 from vkprovider.sim.record import LedgerEntry, NodeSample
@@ -153,7 +154,7 @@ def test_each_workload_has_a_service_that_prefers_its_local_replicas() -> None:
     assert port["targetPort"] == template["spec"]["containers"][0]["ports"][0]["containerPort"]
     assert manifests.collection_path(service) == "/api/v1/namespaces/default/services"
     # a preempted local replica serves through its grace (the data path's listener and kwok honour it)
-    assert template["metadata"]["annotations"][manifests.SERVE_THROUGH_GRACE_ANNOTATION] == "true"
+    assert template["metadata"]["annotations"][SERVE_THROUGH_GRACE_ANNOTATION] == "true"
     assert template["spec"]["terminationGracePeriodSeconds"] == manifests.INFERENCE_GRACE_SECONDS
 
 
