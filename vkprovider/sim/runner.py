@@ -164,15 +164,15 @@ class Run:
                 self.view.update(sample, self.spent(sample.t))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
-    async def start_traffic(self) -> list[asyncio.Task[LoadReport]]:
+    async def start_traffic(self, tasks: list[asyncio.Task[LoadReport]]) -> None:
         """One load generator per workload, at its ``requests_per_second`` for the whole day, to
         its Service's ClusterIP from the node namespace (through kube-proxy); their records fill
-        ``rec.traffic`` as they go. Without the data path, none (the report says so)."""
+        ``rec.traffic`` as they go, their tasks ``tasks``. Without the data path, none (the report
+        says so)."""
         net = self.stack.cluster.datapath
         if net is None:
-            return []
+            return
         self.rec.traffic = {}
-        tasks = []
         for w in self.s.workloads:
             report = LoadReport()
             self.rec.traffic[w.name] = report.records
@@ -186,13 +186,13 @@ class Run:
                 report=report,
             )
             tasks.append(asyncio.create_task(load, name=f"load-{w.name}"))
-        return tasks
 
-    async def finish_traffic(self, tasks: list[asyncio.Task[LoadReport]]) -> None:
-        """Let the last requests answer or time out; a generator that failed becomes a note."""
+    async def finish_traffic(self, tasks: list[asyncio.Task[LoadReport]], *, day_over: bool) -> None:
+        """After the day, let the last requests answer or time out (a day cut short stops them at
+        once); a generator that failed becomes a note."""
         if not tasks:
             return
-        done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_SECONDS + 5.0)
+        done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_SECONDS + 5.0 if day_over else 0)
         for task in pending:
             task.cancel()
             self.rec.notes.append(f"traffic: {task.get_name()} did not finish; cancelled")
@@ -205,8 +205,9 @@ class Run:
         self.rec.day_start = time.time()
         self.view.start_day(self.rec.day_start)
         sampler = asyncio.create_task(self.sample_loop())
-        load = await self.start_traffic()
+        load: list[asyncio.Task[LoadReport]] = []
         try:
+            await self.start_traffic(load)
             for step in self.world.steps():
                 await asyncio.sleep(max(0.0, self.rec.day_start + step.at - time.time()))
                 try:
@@ -221,7 +222,7 @@ class Run:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await self.finish_traffic(load)
+            await self.finish_traffic(load, day_over=self.rec.day_end > 0)
 
     async def orphans(self) -> list[str]:
         """Provider deployments of the virtual node whose pod no longer exists."""
