@@ -11,6 +11,7 @@ import asyncio
 import builtins
 import itertools
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -267,10 +268,10 @@ async def test_logs_stop_at_limit_bytes_and_close_the_source(adapter: TinyAdapte
 
 
 class _Settings:
-    api_key = SecretStr("sk-kit-4711")
-    api_key_env = None
-    api_key_file = None
-    api_key_secret = None
+    api_key: SecretStr | None = SecretStr("sk-kit-4711")
+    api_key_env: str | None = None
+    api_key_file: Path | None = None
+    api_key_secret: str | None = None
     base_url = "https://cloud.test"
     timeout_seconds = 5.0
     max_connections = 4
@@ -282,8 +283,8 @@ class _Client(KeyedHttpClient[str]):
         return NoCapacity if op == "create" and "sold out" in detail else None
 
 
-def _client(handler: Any) -> _Client:
-    return _Client.from_settings("cloud", _Settings(), transport=httpx.MockTransport(handler))
+def _client(handler: Any, settings: _Settings | None = None) -> _Client:
+    return _Client.from_settings("cloud", settings or _Settings(), transport=httpx.MockTransport(handler))
 
 
 @pytest.mark.parametrize(
@@ -320,6 +321,43 @@ async def test_the_client_sends_the_key_from_settings_and_reads_json_fields() ->
         client.list_field("read", body, "one")
     with pytest.raises(Transient, match="lacks 'two'"):
         await client.send_json("read", "GET", "/things", key="two")
+    await client.close()
+
+
+@pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])
+async def test_transport_failures_are_transient_naming_the_operation(exc: Exception) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    client = _client(handler)
+    with pytest.raises(Transient, match=f"read: {type(exc).__name__}"):
+        await client.send_json("read", "GET", "/things")
+    await client.close()
+
+
+async def test_the_key_comes_from_the_env_or_file_the_settings_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Authorization"])
+        return httpx.Response(200, json={})
+
+    monkeypatch.setenv("KIT_KEY_FOR_TEST", "from-env")
+    (tmp_path / "key").write_text("from-file\n")
+    from_env, from_file, missing = _Settings(), _Settings(), _Settings()
+    from_env.api_key, from_env.api_key_env = None, "KIT_KEY_FOR_TEST"
+    from_file.api_key, from_file.api_key_file = None, tmp_path / "key"
+    missing.api_key, missing.api_key_env = None, "KIT_KEY_SURELY_UNSET"
+    for settings in (from_env, from_file):
+        client = _client(handler, settings)
+        await client.send_json("read", "GET", "/things")
+        await client.close()
+    assert seen == ["Bearer from-env", "Bearer from-file"]
+    client = _client(handler, missing)
+    with pytest.raises(QuotaOrBilling, match="KIT_KEY_SURELY_UNSET"):
+        await client.send_json("read", "GET", "/things")
     await client.close()
 
 
