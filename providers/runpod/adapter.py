@@ -20,7 +20,7 @@ import httpx
 
 from vkprovider.plugins.api import (
     Capabilities,
-    CloudAdapterWithLogs,
+    CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
@@ -48,7 +48,7 @@ from .mapping import (
 from .settings import RunPodSettings
 
 
-class RunPodProvider(CloudAdapterWithLogs[PodView]):
+class RunPodProvider(CloudAdapter[PodView]):
     """``Provider`` + ``SupportsLogs`` + ``SupportsEndpoints`` for RunPod, on the adapter kit."""
 
     Settings: ClassVar[type[RunPodSettings]] = RunPodSettings

@@ -18,7 +18,7 @@ import httpx
 
 from vkprovider.plugins.api import (
     Capabilities,
-    CloudAdapterWithLogs,
+    CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
@@ -48,7 +48,7 @@ from .mapping import (
 from .settings import VastAiSettings
 
 
-class VastAiProvider(CloudAdapterWithLogs[InstanceView]):
+class VastAiProvider(CloudAdapter[InstanceView]):
     """``Provider`` + ``SupportsLogs`` (snapshot only) + ``SupportsEndpoints`` for Vast.ai, on the kit."""
 
     Settings: ClassVar[type[VastAiSettings]] = VastAiSettings

@@ -40,10 +40,10 @@ KIT_CLASSES: tuple[tuple[type, tuple[str, ...]], ...] = (
             "remove",
             "known_id",
             "endpoints_of",
+            "log_chunks",
             "find",
         ),
     ),
-    (api.CloudAdapterWithLogs, ("log_chunks",)),
     (
         api.KeyedHttpClient,
         (
@@ -62,10 +62,10 @@ KIT_FUNCTIONS = (api.cheapest_offer, api.one_container_status)
 KIT = """\
 ## The adapter kit
 
-An HTTP cloud adapter subclasses `CloudAdapter` (or `CloudAdapterWithLogs`) and writes only its
-cloud's mapping: raw object → identity, view, id and status; request → create; the delete call;
-optionally endpoints and log chunks. The kit implements `deploy`, `get`, `list`, `delete`,
-`endpoints` and `logs` from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
+An HTTP cloud adapter subclasses `CloudAdapter` and writes only its cloud's mapping: raw
+object → identity, view, id and status; request → create; the delete call; optionally
+`endpoints_of` and `log_chunks` (the adapter has `endpoints`/`logs` only if it writes them).
+The kit implements `deploy`, `get`, `list`, `delete`, `endpoints` and `logs` from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
 labels after a restart, deploy and delete serialised per UID, find-before-create, delete that
 tolerates `NotFound`, `NotFound` for unknown UIDs, logs cut at `limit_bytes`. Its
 `KeyedHttpClient` reads every failure through the one status table; the adapter writes only

@@ -21,9 +21,8 @@ reference is docs/plugin-api.md):
   may), ``NoCapacity`` (try elsewhere), ``Transient`` (retry, optionally after ``retry_after``
   seconds), ``QuotaOrBilling`` (stop using this provider), ``NotFound``.
 
-The adapter kit (see docs/plugin-guide.md, *The adapter kit*): :class:`CloudAdapter` and
-:class:`CloudAdapterWithLogs` implement ``deploy``/``get``/``list``/``delete``/``endpoints``/
-``logs`` once — the identity map rebuilt from the cloud's labels, per-UID serialisation,
+The adapter kit (see docs/plugin-guide.md, *The adapter kit*): :class:`CloudAdapter`
+implements ``deploy``/``get``/``list``/``delete``/``endpoints``/``logs`` once — the identity map rebuilt from the cloud's labels, per-UID serialisation,
 find-before-create, delete that tolerates ``NotFound`` — so an adapter writes only its cloud's
 mapping (:mod:`.cloud_adapter`); :meth:`KeyedHttpClient.from_settings` builds its client and
 ``error_detail``/``error_class`` are its only error mapping; :func:`cheapest_offer` picks an
@@ -82,7 +81,7 @@ from vkprovider.models import (
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
 from vkprovider.plugins.catalog import normalize_catalog_gpu
-from vkprovider.plugins.cloud_adapter import CloudAdapter, CloudAdapterWithLogs
+from vkprovider.plugins.cloud_adapter import CloudAdapter
 from vkprovider.plugins.container_status import container_state, one_container_status
 from vkprovider.plugins.http_client import (
     DEFAULT_LOG_STREAM_CONNECTIONS,
@@ -117,7 +116,6 @@ __all__ = [
     "BearerAuth",
     "Capabilities",
     "CloudAdapter",
-    "CloudAdapterWithLogs",
     "Container",
     "ContainerState",
     "ContainerStatus",

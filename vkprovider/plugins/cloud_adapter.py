@@ -13,8 +13,8 @@ own way. :class:`CloudAdapter` implements ``deploy``, ``get``, ``list``, ``delet
 * :meth:`~CloudAdapter.create` — request → create body → the new deployment's status;
 * :meth:`~CloudAdapter.remove` — delete one object by cloud id;
 * optionally :meth:`~CloudAdapter.endpoints_of` (the ``endpoints`` capability),
-  :meth:`~CloudAdapter.known_id` (clouds whose id is derived from the UID), and, on
-  :class:`CloudAdapterWithLogs`, :meth:`~CloudAdapterWithLogs.log_chunks`.
+  :meth:`~CloudAdapter.log_chunks` (the ``logs`` capability) and
+  :meth:`~CloudAdapter.known_id` (clouds whose id is derived from the UID).
 
 What the kit does with them:
 
@@ -28,14 +28,15 @@ What the kit does with them:
 * **Find before create**: ``deploy`` of a UID that has a deployment returns its status.
 * **Delete tolerates NotFound**: an unknown UID, or an object gone between look-up and delete.
 * **Unknown UID**: ``get``, ``endpoints`` and ``logs`` raise ``NotFound`` naming the provider.
-* **Logs** (:class:`CloudAdapterWithLogs`): the deployment is found first, the adapter's chunks
+* **Logs**: the deployment is found first, the adapter's chunks
   are cut at ``LogOptions.limit_bytes`` and the stream is closed as soon as the reader stops.
   Read them over :meth:`KeyedHttpClient.stream <vkprovider.plugins.http_client.KeyedHttpClient.stream>`,
   the client's bounded log-stream pool, so a follow never takes a connection that calls need.
 
-``logs`` lives on the subclass, not here, because the host treats "has a ``logs`` method" as
-"can stream logs" (``SupportsLogs``); ``endpoints`` is always present and the host asks it only
-when ``ProviderInfo.capabilities.endpoints`` says so.
+The host (and the gRPC plugin server) reads "has a ``logs``/``endpoints`` method" as "can"
+(``SupportsLogs``, ``SupportsEndpoints``), so an adapter has ``logs`` only if it writes
+``log_chunks`` and ``endpoints`` only if it writes ``endpoints_of``: for the others the kit sets
+them to ``None``, which is how a runtime-checkable protocol is told a method is absent.
 """
 
 from __future__ import annotations
@@ -51,21 +52,34 @@ from vkprovider.models import DeploymentEndpoints, DeploymentRequest, Deployment
 from vkprovider.plugins.log_limit import limit_bytes
 from vkprovider.plugins.uid_locks import UidLocks
 
-__all__ = ["CloudAdapter", "CloudAdapterWithLogs"]
+__all__ = ["CloudAdapter"]
 
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
 
 
+#: Capability method → the hook it is built on (see the module docstring).
+_OPTIONAL = {"logs": "log_chunks", "endpoints": "endpoints_of"}
+
+
 class CloudAdapter(ABC, Generic[V]):
-    """``Provider`` (and ``SupportsEndpoints``) over a cloud whose objects carry our labels.
+    """``Provider`` over a cloud whose objects carry our labels, plus ``SupportsLogs`` and
+    ``SupportsEndpoints`` when the adapter writes ``log_chunks`` and ``endpoints_of``.
 
     ``V`` is the adapter's parsed view of one cloud object (a pydantic model, a dict...).
     """
 
     #: What one deployment is called on this cloud, in messages ("RunPod pod").
     kind: str = "deployment"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method, hook in _OPTIONAL.items():
+            if method in cls.__dict__:
+                continue  # the adapter wrote the capability method itself
+            written = getattr(cls, hook) is not getattr(CloudAdapter, hook)
+            setattr(cls, method, getattr(CloudAdapter, method) if written else None)
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -95,7 +109,8 @@ class CloudAdapter(ABC, Generic[V]):
 
     @abstractmethod
     def status(self, view: V) -> DeploymentStatus:
-        """The object as a ``DeploymentStatus`` (``provider_id`` is ``cloud_id(view)``)."""
+        """The object as a ``DeploymentStatus``; its ``provider_id`` is ``cloud_id(view)`` unless
+        ``known_id`` derives the id (then it may be any stable name, e.g. ``namespace/name``)."""
 
     @abstractmethod
     async def fetch(self, cloud_id: str) -> Any:
@@ -108,7 +123,8 @@ class CloudAdapter(ABC, Generic[V]):
 
     @abstractmethod
     async def create(self, request: DeploymentRequest) -> DeploymentStatus:
-        """Create the deployment (refuse unsupported input before any call); its status.
+        """Create the deployment (refuse unsupported input before any call); its status, whose
+        ``provider_id`` the kit remembers as the UID's cloud id.
 
         Called under the UID's lock, only when no deployment for the UID was found."""
 
@@ -123,8 +139,14 @@ class CloudAdapter(ABC, Generic[V]):
         return None
 
     async def endpoints_of(self, uid: str, view: V) -> DeploymentEndpoints:
-        """How a client reaches the deployment (``capabilities.endpoints``); default: no route."""
-        return DeploymentEndpoints(uid=uid)
+        """How a client reaches the deployment (``capabilities.endpoints``). Write it to offer
+        ``endpoints``."""
+        raise NotImplementedError
+
+    def log_chunks(self, uid: str, view: V, options: LogOptions) -> AsyncIterator[bytes]:
+        """The deployment's log bytes (``capabilities.logs``), read over the client's
+        log-stream pool; ``limit_bytes`` and closing are the kit's. Write it to offer ``logs``."""
+        raise NotImplementedError
 
     # ---- the Provider contract, once --------------------------------------------------------
 
@@ -150,6 +172,13 @@ class CloudAdapter(ABC, Generic[V]):
 
     async def endpoints(self, uid: str) -> DeploymentEndpoints:
         return await self.endpoints_of(uid, await self.find(uid))
+
+    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        view = await self.find(uid)
+        chunks = limit_bytes(self.log_chunks(uid, view, options), options.limit_bytes)
+        async with aclosing(chunks):  # type: ignore[type-var]  # an async generator: it has aclose
+            async for chunk in chunks:
+                yield chunk
 
     async def list(self, node_name: str) -> list[DeploymentStatus]:
         statuses: list[DeploymentStatus] = []
@@ -199,19 +228,3 @@ class CloudAdapter(ABC, Generic[V]):
     def _remember(self, uid: str, cloud_id: str) -> None:
         if self.known_id(uid) is None and cloud_id:
             self._ids[uid] = cloud_id
-
-
-class CloudAdapterWithLogs(CloudAdapter[V]):
-    """``CloudAdapter`` + ``SupportsLogs``: the adapter writes ``log_chunks`` only."""
-
-    @abstractmethod
-    def log_chunks(self, uid: str, view: V, options: LogOptions) -> AsyncIterator[bytes]:
-        """The deployment's log bytes (over the client's log-stream pool); ``limit_bytes`` and
-        closing are the kit's."""
-
-    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
-        view = await self.find(uid)
-        chunks = limit_bytes(self.log_chunks(uid, view, options), options.limit_bytes)
-        async with aclosing(chunks):  # type: ignore[type-var]  # an async generator: it has aclose
-            async for chunk in chunks:
-                yield chunk

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from vkprovider.plugins.api import (
     LABEL_NODE_NAME,
     LABEL_POD_UID,
-    CloudAdapterWithLogs,
+    CloudAdapter,
     Container,
     ContainerState,
     DeploymentEndpoints,
@@ -35,8 +35,11 @@ from vkprovider.plugins.api import (
     Offer,
     Phase,
     PortMapping,
+    Provider,
     ProviderError,
     QuotaOrBilling,
+    SupportsEndpoints,
+    SupportsLogs,
     Transient,
     cheapest_offer,
     one_container_status,
@@ -65,7 +68,7 @@ class Cloud:
         return obj
 
 
-class TinyAdapter(CloudAdapterWithLogs[dict[str, Any]]):
+class TinyAdapter(CloudAdapter[dict[str, Any]]):
     kind = "tiny box"
 
     def __init__(self, name: str, cloud: Cloud) -> None:
@@ -402,3 +405,28 @@ def test_one_container_status_keeps_deployment_and_container_in_step() -> None:
     assert failed.containers[0].reason == "Oops"
     pending = one_container_status(uid="u", node_name=NODE, provider_id="c", phase=Phase.PENDING)
     assert pending.containers[0].state is ContainerState.WAITING
+
+
+class _Bare(CloudAdapter[dict[str, Any]]):
+    """Only the required hooks: a cloud without logs or endpoints."""
+
+    identity = TinyAdapter.identity
+    parse = TinyAdapter.parse
+    cloud_id = TinyAdapter.cloud_id
+    status = TinyAdapter.status
+    fetch = TinyAdapter.fetch
+    fetch_all = TinyAdapter.fetch_all
+    create = TinyAdapter.create
+    remove = TinyAdapter.remove
+    info = TinyAdapter.info
+    probe = TinyAdapter.probe
+    offers = TinyAdapter.offers
+    close = TinyAdapter.close
+
+
+def test_logs_and_endpoints_are_offered_only_by_adapters_that_write_their_hooks(cloud: Cloud) -> None:
+    assert isinstance(TinyAdapter("tiny", cloud), SupportsLogs)
+    assert isinstance(TinyAdapter("tiny", cloud), SupportsEndpoints)
+    bare = _Bare("bare")
+    assert isinstance(bare, Provider)
+    assert not isinstance(bare, SupportsLogs) and not isinstance(bare, SupportsEndpoints)
