@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 import httpx
 
 from vkprovider.plugins.api import (
-    Capabilities,
     CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
@@ -28,7 +27,6 @@ from vkprovider.plugins.api import (
     LogOptions,
     NoCapacity,
     Offer,
-    ProviderInfo,
     cheapest_offer,
 )
 
@@ -53,6 +51,8 @@ class RunPodProvider(CloudAdapter[PodView]):
 
     Settings: ClassVar[type[RunPodSettings]] = RunPodSettings
     kind = "RunPod pod"
+    adapter = "runpod"
+    version = __version__
 
     def __init__(
         self, name: str, settings: RunPodSettings, *, transport: httpx.AsyncBaseTransport | None = None
@@ -60,14 +60,6 @@ class RunPodProvider(CloudAdapter[PodView]):
         super().__init__(name)
         self._settings = settings
         self._client = RunPodClient.from_settings(name, settings, transport=transport)
-
-    async def info(self) -> ProviderInfo:
-        return ProviderInfo(
-            name=self._name,
-            adapter="runpod",
-            version=__version__,
-            capabilities=Capabilities(logs=True, endpoints=True),
-        )
 
     async def probe(self) -> None:
         await self._client.list_pods()

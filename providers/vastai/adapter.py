@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import httpx
 
 from vkprovider.plugins.api import (
-    Capabilities,
     CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
@@ -28,7 +27,6 @@ from vkprovider.plugins.api import (
     NotFound,
     Offer,
     Phase,
-    ProviderInfo,
     cheapest_offer,
 )
 
@@ -53,6 +51,8 @@ class VastAiProvider(CloudAdapter[InstanceView]):
 
     Settings: ClassVar[type[VastAiSettings]] = VastAiSettings
     kind = "Vast.ai instance"
+    adapter = "vastai"
+    version = __version__
 
     def __init__(
         self, name: str, settings: VastAiSettings, *, transport: httpx.AsyncBaseTransport | None = None
@@ -60,14 +60,6 @@ class VastAiProvider(CloudAdapter[InstanceView]):
         super().__init__(name)
         self._settings = settings
         self._client = VastClient.from_settings(name, settings, transport=transport)
-
-    async def info(self) -> ProviderInfo:
-        return ProviderInfo(
-            name=self._name,
-            adapter="vastai",
-            version=__version__,
-            capabilities=Capabilities(logs=True, endpoints=True),
-        )
 
     async def probe(self) -> None:
         await self._client.list_instances(max_pages=1)

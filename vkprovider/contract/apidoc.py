@@ -42,6 +42,8 @@ KIT_CLASSES: tuple[tuple[type, tuple[str, ...]], ...] = (
             "endpoints_of",
             "log_chunks",
             "find",
+            "info",
+            "capabilities",
         ),
     ),
     (
@@ -64,8 +66,10 @@ KIT = """\
 
 An HTTP cloud adapter subclasses `CloudAdapter` and writes only its cloud's mapping: raw
 object → identity, view, id and status; request → create; the delete call; optionally
-`endpoints_of` and `log_chunks` (the adapter has `endpoints`/`logs` only if it writes them).
-The kit implements `deploy`, `get`, `list`, `delete`, `endpoints` and `logs` from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
+`endpoints_of` and `log_chunks` (the adapter has `endpoints`/`logs` only if it writes them), and
+sets the class attributes `adapter`, `version` and `kind` (its name for one deployment, in
+messages). The kit implements `info`, `deploy`, `get`, `list`, `delete`, `endpoints` and `logs`
+from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
 labels after a restart, deploy and delete serialised per UID, find-before-create, delete that
 tolerates `NotFound`, `NotFound` for unknown UIDs, logs cut at `limit_bytes`. Its
 `KeyedHttpClient` reads every failure through the one status table; the adapter writes only

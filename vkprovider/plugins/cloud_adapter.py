@@ -48,7 +48,14 @@ from contextlib import aclosing, suppress
 from typing import Any, Generic, TypeVar
 
 from vkprovider.errors import NotFound
-from vkprovider.models import DeploymentEndpoints, DeploymentRequest, DeploymentStatus, LogOptions
+from vkprovider.models import (
+    Capabilities,
+    DeploymentEndpoints,
+    DeploymentRequest,
+    DeploymentStatus,
+    LogOptions,
+    ProviderInfo,
+)
 from vkprovider.plugins.log_limit import limit_bytes
 from vkprovider.plugins.uid_locks import UidLocks
 
@@ -72,6 +79,9 @@ class CloudAdapter(ABC, Generic[V]):
 
     #: What one deployment is called on this cloud, in messages ("RunPod pod").
     kind: str = "deployment"
+    #: ``ProviderInfo.adapter`` and ``.version`` of the default ``info``.
+    adapter: str = ""
+    version: str = "0.1.0"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,6 +102,18 @@ class CloudAdapter(ABC, Generic[V]):
     @property
     def name(self) -> str:
         return self._name
+
+    async def info(self) -> ProviderInfo:
+        """Identity and capabilities, from ``adapter``, ``version`` and :meth:`capabilities`."""
+        return ProviderInfo(
+            name=self._name, adapter=self.adapter, version=self.version, capabilities=self.capabilities()
+        )
+
+    def capabilities(self) -> Capabilities:
+        """``logs`` and ``endpoints`` exactly when the adapter has those methods (writes their
+        hooks), so the declaration cannot disagree with the methods. Override to declare more
+        (``rate_limit``, ``watch`` …) or fewer (a setting that turns logs off)."""
+        return Capabilities(logs=self.logs is not None, endpoints=self.endpoints is not None)
 
     # ---- the cloud's mapping: what an adapter writes ----------------------------------------
 

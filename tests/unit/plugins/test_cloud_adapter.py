@@ -70,6 +70,7 @@ class Cloud:
 
 class TinyAdapter(CloudAdapter[dict[str, Any]]):
     kind = "tiny box"
+    adapter = "tiny"
 
     def __init__(self, name: str, cloud: Cloud) -> None:
         super().__init__(name)
@@ -121,9 +122,6 @@ class TinyAdapter(CloudAdapter[dict[str, Any]]):
                 yield b"0123456789"
         finally:
             self.log_source_closed = True
-
-    async def info(self) -> Any:
-        raise NotImplementedError
 
     async def probe(self) -> None: ...
 
@@ -418,15 +416,21 @@ class _Bare(CloudAdapter[dict[str, Any]]):
     fetch_all = TinyAdapter.fetch_all
     create = TinyAdapter.create
     remove = TinyAdapter.remove
-    info = TinyAdapter.info
     probe = TinyAdapter.probe
     offers = TinyAdapter.offers
     close = TinyAdapter.close
 
 
-def test_logs_and_endpoints_are_offered_only_by_adapters_that_write_their_hooks(cloud: Cloud) -> None:
-    assert isinstance(TinyAdapter("tiny", cloud), SupportsLogs)
-    assert isinstance(TinyAdapter("tiny", cloud), SupportsEndpoints)
+async def test_logs_and_endpoints_are_offered_and_declared_only_by_adapters_that_write_their_hooks(
+    cloud: Cloud,
+) -> None:
+    tiny = TinyAdapter("tiny-1", cloud)
+    assert isinstance(tiny, SupportsLogs) and isinstance(tiny, SupportsEndpoints)
+    info = await tiny.info()
+    assert (info.name, info.adapter, info.version) == ("tiny-1", "tiny", "0.1.0")
+    assert info.capabilities.logs and info.capabilities.endpoints
     bare = _Bare("bare")
     assert isinstance(bare, Provider)
     assert not isinstance(bare, SupportsLogs) and not isinstance(bare, SupportsEndpoints)
+    capabilities = (await bare.info()).capabilities
+    assert not capabilities.logs and not capabilities.endpoints
