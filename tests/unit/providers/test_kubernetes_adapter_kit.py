@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubeconfig_stub import KUBECONFIG
 from vkprovider_kubernetes.adapter import KubernetesProvider
 from vkprovider_kubernetes.client import AlreadyExists
 from vkprovider_kubernetes.manifest import pod_name
@@ -33,14 +34,6 @@ from vkprovider.plugins.api import (
 )
 
 NODE = "vk-remote"
-KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 NS = "vk-pods"
 
 
