@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from respx_cloud import KnobbedCloud, RespxHarness, load_spec_helper
 
+from tests.contract.respx_cloud import KnobbedCloud, RespxHarness, load_spec_helper
 from vkprovider.contract.harness import Harness
 from vkprovider.plugins.api import (
     Container,
