@@ -1,8 +1,8 @@
 """The skeleton of a cloud adapter: the plumbing between the ``Provider`` contract and a cloud API.
 
 Every adapter needs the same plumbing and, written by hand, each got part of it wrong in its
-own way. :class:`CloudAdapter` implements ``deploy``, ``get``, ``list``, ``delete`` and
-``endpoints`` once; an adapter writes only its cloud's mapping:
+own way. :class:`CloudAdapter` implements ``info``, ``deploy``, ``get``, ``list``, ``delete``,
+``endpoints`` and ``logs`` once; an adapter writes only its cloud's mapping:
 
 * :meth:`~CloudAdapter.identity` — ``(pod UID, node)`` from the labels (tags, name, env) the
   cloud echoes back on an object, ``None`` for objects that are not ours;
@@ -14,7 +14,8 @@ own way. :class:`CloudAdapter` implements ``deploy``, ``get``, ``list``, ``delet
 * :meth:`~CloudAdapter.remove` — delete one object by cloud id;
 * optionally :meth:`~CloudAdapter.endpoints_of` (the ``endpoints`` capability),
   :meth:`~CloudAdapter.log_chunks` (the ``logs`` capability) and
-  :meth:`~CloudAdapter.known_id` (clouds whose id is derived from the UID).
+  :meth:`~CloudAdapter.known_id` (clouds whose id is derived from the UID);
+* the class attributes ``adapter``, ``version`` (for ``info``) and ``kind`` (for messages).
 
 What the kit does with them:
 
