@@ -165,7 +165,12 @@ def lower_bound(s: Scenario, samples: list[Sample], actions: list[Action]) -> Bo
     gpus = {p.name: p.gpus for p in s.providers}
     most = {w: max(dict(iv.data.desired).get(w, 0) for iv in intervals) for w in size}
     ever = {
-        p.name: max([p.capacity, *(int(a.value or 0) for a in actions if a.kind == "capacity" and a.subject == p.name)])
+        p.name: max(
+            [
+                p.capacity,
+                *(int(a.value or 0) for a in actions if a.kind == "capacity" and a.subject == p.name),
+            ]
+        )
         for p in s.providers
     }
     pairs = [(w, p) for w in size for p in price if gpus[p] >= size[w] and min(most[w], ever[p]) > 0]

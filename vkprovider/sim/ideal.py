@@ -242,7 +242,9 @@ def _ideal_curve(s: Scenario, bound: Bound, ideal: Policy, noexec: Policy) -> No
     spent = 0.0
     before = None
     for step in bound.steps:
-        rate = sum(n * p.price_per_hour for p in s.providers for (_, q), n in step.instances.items() if q == p.name)
+        rate = sum(
+            n * p.price_per_hour for p in s.providers for (_, q), n in step.instances.items() if q == p.name
+        )
         spent += rate * s.sim(step.until - step.t) / 3600.0
         for name in noexec.min_ready:
             desired = step.desired.get(name, 0)

@@ -142,7 +142,9 @@ def play(
             else:
                 state.down.discard(a.subject)
         if i == len(worlds) - 1:  # no interval follows the last sample: the ledgers end here
-            samples.append(Sample(t=t, workloads={w: WorkloadSample(desired=n) for w, n in world.desired.items()}))
+            samples.append(
+                Sample(t=t, workloads={w: WorkloadSample(desired=n) for w, n in world.desired.items()})
+            )
             break
         move = policy(s, world, state)
         room = free(world)
@@ -157,7 +159,9 @@ def play(
                 assert all(move.instances.get(k, 0) == state.count(*k) for k in keys), "changed in an outage"
                 continue
             if any(move.instances.get(k, 0) > state.count(*k) for k in keys):
-                assert sum(move.instances.get(k, 0) for k in keys) <= state.limits[p], "created above the limit"
+                assert sum(move.instances.get(k, 0) for k in keys) <= state.limits[p], (
+                    "created above the limit"
+                )
             for w, q in keys:
                 assert move.instances.get((w, q), 0) == 0 or gpus[p] >= size[w], "instance too small"
                 mine = state.entries.setdefault((w, q), [])
@@ -189,7 +193,9 @@ def play(
 def recorded(worlds: list[World]) -> tuple[list[Sample], list[Action]]:
     """What the ideal reads of a day: nodes, desired replicas and the provider actions."""
     samples = [
-        Sample(t=T0 + i, workloads={w: WorkloadSample(desired=n) for w, n in x.desired.items()}, nodes=x.nodes)
+        Sample(
+            t=T0 + i, workloads={w: WorkloadSample(desired=n) for w, n in x.desired.items()}, nodes=x.nodes
+        )
         for i, x in enumerate(worlds)
     ]
     return samples, [a for x in worlds for a in x.actions]
@@ -265,7 +271,9 @@ PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @PROPERTY
 @given(day())
-def test_a_run_that_plays_the_ideal_plan_costs_exactly_the_ideal(generated: tuple[Scenario, list[World]]) -> None:
+def test_a_run_that_plays_the_ideal_plan_costs_exactly_the_ideal(
+    generated: tuple[Scenario, list[World]],
+) -> None:
     s, worlds = generated
     bound = lower_bound(s, *recorded(worlds))
     samples, actions, ledgers = play(s, worlds, following(bound.steps))  # every move checked
@@ -374,3 +382,46 @@ def test_nothing_is_bought_from_a_provider_in_an_outage_and_a_capacity_cut_spare
     # hours 0-2: one on cheap at $2; the second replica (hours 1-2) can be bought nowhere
     assert ideal.money == pytest.approx(3 * 2.0)
     assert ideal.unserved_replica_hours == pytest.approx(2.0)
+
+
+FULL, FREE = NodeSample(gpus=8, training_gpus=8), NodeSample(gpus=8)
+
+
+def test_foresight_keeps_the_cheap_instance_through_a_capacity_cut() -> None:
+    # one replica out for hours 0-1 and 4-5; cheap (1 instance) sells out at 1.5h. Without
+    # foresight: cheap 2h, then dear 2h = $22. The bound keeps the cheap one out through hours
+    # 2-3 (a late return: the replica could come home) and never needs dear: 6h x $1.
+    s, samples = hand_day(
+        [
+            {"name": "cheap", "price_per_hour": 1.0, "capacity": 1},
+            {"name": "dear", "price_per_hour": 10.0, "capacity": 8},
+        ],
+        [
+            ({"a": FULL}, 1),
+            ({"a": FULL}, 1),
+            ({"a": FREE}, 1),
+            ({"a": FREE}, 1),
+            ({"a": FULL}, 1),
+            ({"a": FULL}, 1),
+            ({"a": FULL}, 0),
+        ],
+    )
+    actions = [Action(T0 + 1.5, "capacity", "cheap", "", 0.0)]
+    ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    assert ideal.money == pytest.approx(6 * 1.0) and ideal.unserved_replica_hours == 0
+
+
+def test_foresight_buys_before_an_outage_it_cannot_buy_through() -> None:
+    # the replica must go out at 1h, while cheap's API is down (0.5h-2.5h): without foresight
+    # dear for 2h = $20; the bound sends it out to cheap at 0h and deletes it when the API is
+    # back and the replica fits again (3h): 3h x $1.
+    s, samples = hand_day(
+        [
+            {"name": "cheap", "price_per_hour": 1.0, "capacity": 8},
+            {"name": "dear", "price_per_hour": 10.0, "capacity": 8},
+        ],
+        [({"a": FREE}, 1), ({"a": FULL}, 1), ({"a": FULL}, 1), ({"a": FREE}, 1), ({"a": FREE}, 1)],
+    )
+    actions = [Action(T0 + 0.5, "outage-start", "cheap"), Action(T0 + 2.5, "outage-end", "cheap")]
+    ideal = policies(s, samples, actions, samples[0].t, samples[-1].t)[0]
+    assert ideal.money == pytest.approx(3 * 1.0) and ideal.unserved_replica_hours == 0
