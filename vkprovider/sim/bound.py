@@ -144,7 +144,7 @@ def _quiet_stdout() -> Iterator[None]:
 
 def _solver() -> highspy.Highs:
     with _quiet_stdout():
-        h = highspy.Highs()
+        h = highspy.Highs()  # type: ignore[no-untyped-call]  # its __init__ has no annotations
     h.silent()
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 1e-9)
@@ -195,7 +195,7 @@ def lower_bound(s: Scenario, samples: list[Sample], actions: list[Action]) -> Bo
                     h.addConstr(var - y[k - 1][node, w] <= 0)
             placed = [(size[w], v) for (n, w), v in here_y.items() if n == node]
             if len(placed) > 1:
-                h.addConstr(highspy.qsum(g * v for g, v in placed) <= free)
+                h.addConstr(h.qsum(g * v for g, v in placed) <= free)
         here_z: dict[tuple[str, str], highspy.highs_var] = {}
         for w, p in pairs:
             ub = min(most[w], ever[p])
@@ -217,7 +217,7 @@ def lower_bound(s: Scenario, samples: list[Sample], actions: list[Action]) -> Bo
                 before = z[k - 1].get((w, p)) if k else None
                 grow = v if before is None else v - before
                 h.addConstr(grow - min(most[w], ever[p]) * creates <= 0)
-            h.addConstr(highspy.qsum(v for _, v in mine) + (total_ub - limits[p]) * creates <= total_ub)
+            h.addConstr(h.qsum(v for _, v in mine) + (total_ub - limits[p]) * creates <= total_ub)
         for w in size:
             serving = [v for (_, ww), v in here_y.items() if ww == w]
             for (ww, p), v in here_z.items():
@@ -230,21 +230,21 @@ def lower_bound(s: Scenario, samples: list[Sample], actions: list[Action]) -> Bo
                 else:
                     serving.append(v)
             if serving:
-                total = highspy.qsum(serving)
+                total = h.qsum(serving)
                 h.addConstr(total <= desired.get(w, 0))
                 served_hours.append(iv.hours * total)
         cost.extend(iv.hours * price[p] * v for (_, p), v in here_z.items())
         y.append(here_y)
         z.append(here_z)
 
-    served = highspy.qsum(served_hours) if served_hours else None
+    served = h.qsum(served_hours) if served_hours else None
     exact = True
     if served is not None:
         h.maximize(served)
         exact = _optimal(h)
         best = h.getInfo().objective_function_value
         h.addConstr(served >= best - SERVED_SLACK)
-    money_expr = highspy.qsum(cost) if cost else None
+    money_expr = h.qsum(cost) if cost else None
     if money_expr is not None:
         h.minimize(money_expr)
         exact = _optimal(h) and exact
