@@ -50,6 +50,8 @@ from vkprovider.sim.scenario import Scenario
 
 #: served replica-hours the money stage may give up against the first stage's optimum (rounding)
 SERVED_SLACK = 1e-6
+#: relative money the fewest-moves stage may add to the cheapest plan's (rounding)
+MONEY_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,48 @@ def lower_bound(s: Scenario, samples: list[Sample], actions: list[Action]) -> Bo
     if money_expr is not None:
         h.minimize(money_expr)
         exact = _optimal(h) and exact
-    return _read(s, samples, intervals, h, y, z, exact)
+    values = list(h.getSolution().col_value)
+    if money_expr is not None and exact:
+        values = _fewest_moves(h, y, z, money_expr, values)
+    return _read(s, samples, intervals, h, y, z, exact, values)
+
+
+def _fewest_moves(
+    h: highspy.Highs,
+    y: list[dict[tuple[str, str], highspy.highs_var]],
+    z: list[dict[tuple[str, str], highspy.highs_var]],
+    money: highspy.highs_linear_expression,
+    values: list[float],
+) -> list[float]:
+    """Among the cheapest plans, one that moves the fewest replicas and instances: equal money
+    leaves the solver free to swap an instance between workloads or a node's replicas between
+    workloads every interval, which reads as churn and as returns home that are not (the
+    NoExecute counterfactual counts those). A third stage; the money stays the optimum's."""
+    best = h.getInfo().objective_function_value
+    h.addConstr(money <= best + MONEY_SLACK * max(1.0, abs(best)))
+    moves = []
+    for series in (y, z):
+        for before, here in itertools.pairwise(series):
+            for key in before.keys() | here.keys():
+                a, b = before.get(key), here.get(key)
+                if a is b:
+                    continue
+                d = h.addVariable(lb=0)
+                moves.append(d)
+                if a is None:
+                    h.addConstr(d - b >= 0)
+                elif b is None:
+                    h.addConstr(d - a >= 0)
+                else:
+                    h.addConstr(d - b + a >= 0)
+                    h.addConstr(d - a + b >= 0)
+    if not moves:
+        return values
+    h.setOptionValue("time_limit", 30.0)
+    h.minimize(h.qsum(moves))
+    if h.getInfo().primal_solution_status != 2:  # nothing better found in time: keep the cheapest
+        return values
+    return list(h.getSolution().col_value)
 
 
 def _optimal(h: highspy.Highs) -> bool:
@@ -268,6 +311,7 @@ def _read(
     y: list[dict[tuple[str, str], highspy.highs_var]],
     z: list[dict[tuple[str, str], highspy.highs_var]],
     exact: bool,
+    values: list[float],
 ) -> Bound:
     """The plan per recorded interval, and its totals (from the plan, so they add up exactly)."""
     out = Bound(exact=exact)
@@ -276,9 +320,9 @@ def _read(
     for iv, here_y, here_z in zip(intervals, y, z, strict=True):
         on_node: dict[str, dict[str, int]] = {}
         for (node, w), v in here_y.items():
-            if (n := round(h.val(v))) > 0:
+            if (n := round(values[v.index])) > 0:
                 on_node.setdefault(node, {})[w] = n
-        instances = {key: n for key, v in here_z.items() if (n := round(h.val(v))) > 0}
+        instances = {key: n for key, v in here_z.items() if (n := round(values[v.index])) > 0}
         desired = dict(iv.data.desired)
         for i in range(iv.first, iv.last):
             step = Step(samples[i].t, samples[i + 1].t, on_node, instances, desired)
