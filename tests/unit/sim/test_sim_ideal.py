@@ -65,11 +65,15 @@ def scenario(data: st.DrawFn, steps: int, workloads: int) -> Scenario:
 
 @st.composite
 def day(data: st.DrawFn) -> tuple[Scenario, list[World]]:
-    """A random day: one to three workloads, capacity cuts, outages, cordons, multi-GPU offers."""
+    """A random day: one to three workloads, capacity cuts, outages, cordons, multi-GPU offers;
+    some hours repeat the one before (the bound merges runs of equal inputs)."""
     steps = data(st.integers(3, 9))
     s = scenario(data, steps, data(st.integers(1, 3)))
-    worlds = []
+    worlds: list[World] = []
     for i in range(steps + 1):
+        if worlds and data(st.integers(0, 2)) == 0:
+            worlds.append(World(worlds[-1].nodes, dict(worlds[-1].desired)))
+            continue
         nodes = {
             f"local-gpu-{n}": NodeSample(
                 gpus=s.fleet.gpus_per_node,
