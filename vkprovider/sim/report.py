@@ -185,8 +185,8 @@ def policy_section(s: Scenario, c: Costs, inv: Invariants) -> list[str]:
     ideal = c.policies[0]
     if total.money < ideal.money - 0.005:
         lines.append(
-            "- this run cost less than the ideal: it served fewer replicas (see replica-hours short), or kept "
-            "an instance through a capacity cut or an outage that it needed again (the ideal has no foresight)"
+            "- this run cost less than the ideal: it served fewer replica-hours than the ideal does (see "
+            "replica-hours short), or acted between two samples (the ideal's resolution)"
         )
     return [*lines, ""]
 
