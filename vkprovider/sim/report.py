@@ -209,7 +209,7 @@ def availability_section(s: Scenario, inv: Invariants) -> list[str]:
         "",
         f"Excuse windows: after a disruption that touched a workload (its scale action or a rise of its desired "
         "count; a training start or "
-        f"admission after which it lost local replicas), {s.excuse_seconds:.1f} s = "
+        f"admission after which it lost local replicas or their readiness), {s.excuse_seconds:.1f} s = "
         f"{s.sim(s.excuse_seconds) / 60:.0f} simulated min (the slowest start-up {s.startup_seconds:.1f} s + "
         f"slack {s.slack_seconds:.1f} s). Ghost-Ready: a Ready external pod whose ledger entry was not serving "
         "(created + start-up + model load, not ended).",
