@@ -37,7 +37,11 @@ DESCHEDULER_STAGING = (
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")  #: the control plane: ``Cluster.start`` needs these
 #: Built by ``make cluster-build`` too, but only needed by what starts them (``Cluster.start_descheduler``).
-EXTRA_BINARIES = ("descheduler",)
+EXTRA_BINARIES = ("descheduler", "kube-proxy", "kubelet")
+#: Built from the same pinned tree as the control plane, in a module of its own (``src/<name>``)
+#: so its build never rewrites the control plane's; started by ``devcluster.kube_proxy`` and
+#: ``devcluster.kubelet_node``.
+NODE_COMMANDS = ("kube-proxy", "kubelet")
 #: How to ask each binary for its version, to prove a fresh build actually runs.
 VERSION_ARGS: dict[str, list[str]] = {
     "kubectl": ["version", "--client"],
@@ -91,7 +95,7 @@ def _ldflags(name: str) -> str:
     """Stamp the Kubernetes version into the binaries, as the upstream build does."""
     if name == "descheduler":
         return f"-s -w -X sigs.k8s.io/descheduler/pkg/version.version={DESCHEDULER_VERSION}"
-    if name not in KUBE_COMMANDS:
+    if name not in (*KUBE_COMMANDS, *NODE_COMMANDS):
         return "-s -w"
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
     stamps = {
@@ -282,6 +286,20 @@ def build(toolchain: Toolchain | None = None) -> Toolchain:
         )
         _run([go, "mod", "tidy"], workdir, "resolve kwok modules", env=env_flags)
         _install(go, workdir, "sigs.k8s.io/kwok/cmd/kwok", toolchain.binary("kwok"))
+
+    for name in (n for n in NODE_COMMANDS if n in missing):
+        workdir = toolchain.root / "src" / name
+        workdir.mkdir(parents=True, exist_ok=True)
+        package = f"k8s.io/kubernetes/cmd/{name}"
+        _write_module(
+            workdir,
+            f"vkprovider.local/{name}",
+            [f"k8s.io/kubernetes {KUBERNETES_VERSION}"],
+            _staging_replaces(go, workdir),
+            [package],
+        )
+        _run([go, "mod", "tidy"], workdir, f"resolve {name} modules", env=env_flags)
+        _install(go, workdir, package, toolchain.binary(name))
 
     if "descheduler" in missing:
         workdir = toolchain.root / "src" / "descheduler"
