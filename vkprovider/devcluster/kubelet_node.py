@@ -37,6 +37,7 @@ the node's namespace (its routes and rules go with it), the Node object and its 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import json
@@ -95,7 +96,9 @@ def unavailable() -> str | None:
 def _run(argv: list[str], what: str, timeout: float = 120, check: bool = True) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     if check and done.returncode != 0:
-        raise StartupError(f"{what}: `{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()[-800:]}")
+        raise StartupError(
+            f"{what}: `{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()[-800:]}"
+        )
     return done.stdout
 
 
@@ -261,7 +264,12 @@ class RealNode:
                     },
                 }
             ],
-            "users": [{"name": "node", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+            "users": [
+                {
+                    "name": "node",
+                    "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+                }
+            ],
             "contexts": [{"name": "node", "context": {"cluster": self.cluster.name, "user": "node"}}],
             "current-context": "node",
         }
@@ -412,7 +420,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             if await check():
                 return
             if time.monotonic() > deadline:
-                raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.workdir / 'logs'}")
+                raise StartupError(
+                    f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.workdir / 'logs'}"
+                )
             await asyncio.sleep(0.5)
 
     def _ctr(self, *args: str) -> list[str]:
@@ -436,7 +446,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     def import_archive(self, archive: Path) -> None:
         """Load an image archive (OCI or docker) into the node's containerd."""
-        _run(self._ctr("images", "import", str(archive)), f"import {archive.name} into containerd", timeout=600)
+        _run(
+            self._ctr("images", "import", str(archive)), f"import {archive.name} into containerd", timeout=600
+        )
 
     def import_image(self, ref: str, engines: Engines | None = None) -> None:
         """Copy ``ref`` from podman's store (``make image``) into the node's containerd, under the
@@ -444,7 +456,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         engines = engines or Engines.default()
         archive = self.workdir / "image.oci.tar"
         try:
-            engines.run(engines.podman("save", "--format", "oci-archive", "-o", str(archive), ref), f"save {ref}")
+            engines.run(
+                engines.podman("save", "--format", "oci-archive", "-o", str(archive), ref), f"save {ref}"
+            )
             self.import_archive(archive)
         finally:
             archive.unlink(missing_ok=True)
@@ -464,7 +478,16 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             endpoint = f"unix://{self.socket}"
             await asyncio.to_thread(
                 _run,
-                [str(self.crictl), "--runtime-endpoint", endpoint, "--image-endpoint", endpoint, "rmp", "--all", "--force"],
+                [
+                    str(self.crictl),
+                    "--runtime-endpoint",
+                    endpoint,
+                    "--image-endpoint",
+                    endpoint,
+                    "rmp",
+                    "--all",
+                    "--force",
+                ],
                 "remove the pod sandboxes",
                 120,
                 False,
@@ -495,10 +518,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             except OSError:
                 continue
             if b"containerd-shim" in cmdline.split(b"\0", 1)[0] and marker in cmdline:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
     def _unmount_leftovers(self) -> None:
         """Nothing should be mounted under the node's directory in the host's mount namespace

@@ -67,7 +67,12 @@ def build_crictl(root: Path | None = None) -> Path:
     _run([go, "mod", "tidy"], workdir, "resolve cri-tools modules", env=env)
     binary.parent.mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(".crictl.partial")
-    _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), package], workdir, "build crictl", env=env)
+    _run(
+        [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), package],
+        workdir,
+        "build crictl",
+        env=env,
+    )
     check = subprocess.run([str(tmp), "--version"], capture_output=True, text=True, timeout=60)
     if check.returncode != 0:
         raise BuildError(f"built crictl does not run: {check.stderr.strip()[:500]}")
@@ -81,7 +86,12 @@ def _build_pause(target: Path) -> None:
         (Path(tmp) / "go.mod").write_text("module vkprovider.local/pause\n\ngo 1.26\n")
         (Path(tmp) / "main.go").write_text(_PAUSE_SOURCE)
         env = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-        _run([_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(target), "."], Path(tmp), "build pause", env=env)
+        _run(
+            [_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(target), "."],
+            Path(tmp),
+            "build pause",
+            env=env,
+        )
 
 
 def _blob(tar: tarfile.TarFile, data: bytes) -> tuple[str, int]:
@@ -141,7 +151,10 @@ def oci_archive(binary: bytes, ref: str) -> bytes:
                     "mediaType": "application/vnd.oci.image.manifest.v1+json",
                     "digest": manifest_digest,
                     "size": manifest_size,
-                    "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref},
+                    "annotations": {
+                        "io.containerd.image.name": ref,
+                        "org.opencontainers.image.ref.name": ref,
+                    },
                 }
             ],
         }
