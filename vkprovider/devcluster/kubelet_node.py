@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from vkprovider.devcluster import apt, node_tools, pki
@@ -76,6 +77,15 @@ READY_TIMEOUT_SECONDS = 120.0
 #: Pod subnets are /24s counted down from the top of 198.18.0.0/16, one per node namespace (its
 #: veth's index), far from the /30s ``KubeletNet`` hands out from the bottom.
 _POD_SUBNETS_TOP = 255
+
+
+#: Run by ``sh -c`` in containerd's new mount namespace before it execs containerd (``$0 "$@"``):
+#: a tmpfs of its own on /run/netns, where containerd 1.6 bind-mounts each pod's network
+#: namespace, so pod namespaces never show in the host's ``ip netns list`` and go with the mount
+#: namespace even if the node is killed before it could remove its pods.
+_PRIVATE_NETNS_DIR = (
+    'mkdir -p /run/netns && mount -t tmpfs -o size=1m,mode=755 vkp-netns /run/netns && exec "$0" "$@"'
+)
 
 
 class NodeUnavailable(RuntimeError):
@@ -109,6 +119,23 @@ def _pod_cidr(net: KubeletNet) -> str:
     return f"198.18.{_POD_SUBNETS_TOP - index}.0/24"
 
 
+def sweep_dead_nodes() -> None:
+    """Tear down nodes left by a killed run: those whose cluster is no longer running (their
+    processes and shims stopped by PID, namespace deleted, directory removed). A node of a running
+    cluster is its owner's to stop; a directory with no state yet may be booting."""
+    root = node_tools.tools_root() / "run"
+    if not root.is_dir():
+        return
+    for workdir in root.iterdir():
+        node = RealNode.load(workdir)
+        if node is None:
+            continue
+        if node.cluster is not None and node.cluster.running():
+            continue
+        log.warning("removing the dead real node %s (%s)", node.name, workdir)
+        asyncio.run(node.stop())
+
+
 @dataclass
 class RealNode:
     """One kubelet node of a dev cluster; ``stop()`` undoes everything ``start`` made."""
@@ -119,8 +146,45 @@ class RealNode:
     pod_cidr: str
     kubelet_port: int
     crictl: Path
-    cluster: Cluster
+    #: None only for a node loaded from a dead run (``sweep_dead_nodes``)
+    cluster: Cluster | None
     processes: list[Process] = field(default_factory=list)
+
+    def save(self) -> None:
+        state = {
+            "name": self.name,
+            "cluster_workdir": str(self.cluster.workdir) if self.cluster else None,
+            "net": self.net.to_json(),
+            "pod_cidr": self.pod_cidr,
+            "kubelet_port": self.kubelet_port,
+            "crictl": str(self.crictl),
+            "processes": [p.to_json() for p in self.processes],
+        }
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, workdir: Path) -> RealNode | None:
+        try:
+            state: dict[str, Any] = json.loads((workdir / "state.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        cluster_workdir = state.get("cluster_workdir")
+        return cls(
+            name=state["name"],
+            workdir=workdir,
+            net=KubeletNet.from_json(state["net"]),
+            pod_cidr=state["pod_cidr"],
+            kubelet_port=int(state["kubelet_port"]),
+            crictl=Path(state["crictl"]),
+            cluster=Cluster.load(Path(cluster_workdir)) if cluster_workdir else None,
+            processes=[Process.from_json(p) for p in state["processes"]],
+        )
+
+    @property
+    def _cluster(self) -> Cluster:
+        if self.cluster is None:
+            raise StartupError(f"node {self.name} has no cluster")
+        return self.cluster
 
     @property
     def socket(self) -> Path:
@@ -151,6 +215,7 @@ class RealNode:
         pause = await asyncio.to_thread(node_tools.pause_archive)
 
         name = name or f"{cluster.name}-node"
+        await asyncio.to_thread(sweep_dead_nodes)
         workdir = node_tools.tools_root() / "run" / name
         shutil.rmtree(workdir, ignore_errors=True)
         for sub in ("pki", "logs", "cni/conf", "kubelet", "containerd"):
@@ -162,6 +227,7 @@ class RealNode:
         node = cls(name, workdir, net, "", free_port(), crictl, cluster)
         try:
             node.pod_cidr = _pod_cidr(net)
+            node.save()
             await node._boot(toolchain, pause)
         except BaseException:
             await node.stop()
@@ -169,7 +235,7 @@ class RealNode:
         return node
 
     async def _boot(self, toolchain: Toolchain, pause: Path) -> None:
-        api_port = int(self.cluster.server.rsplit(":", 1)[1])
+        api_port = int(self._cluster.server.rsplit(":", 1)[1])
         relay_port = free_port()
         service_ip, service_port = await self._kubernetes_service()
         self._write_files(relay_port)
@@ -196,6 +262,9 @@ class RealNode:
                 "--mount",
                 "--propagation",
                 "private",
+                "/bin/sh",
+                "-c",
+                _PRIVATE_NETNS_DIR,
                 shutil.which("containerd") or "containerd",
                 "--config",
                 str(self.workdir / "containerd" / "config.toml"),
@@ -230,7 +299,7 @@ class RealNode:
 
     async def _kubernetes_service(self) -> tuple[str, int]:
         """The ``kubernetes`` Service's address: what pods get as ``KUBERNETES_SERVICE_HOST``."""
-        async with self.cluster.http() as client:
+        async with self._cluster.http() as client:
             resp = await client.get("/api/v1/namespaces/default/services/kubernetes")
             resp.raise_for_status()
             spec = resp.json()["spec"]
@@ -238,7 +307,7 @@ class RealNode:
 
     def _write_files(self, relay_port: int) -> None:
         pki_dir = self.workdir / "pki"
-        ca = pki.CertificateAuthority.load(self.cluster.ca_cert.parent)
+        ca = pki.CertificateAuthority.load(self._cluster.ca_cert.parent)
         client = ca.issue(
             pki_dir, "kubelet-client", f"system:node:{self.name}", organization="system:nodes", client=True
         )
@@ -255,10 +324,10 @@ class RealNode:
             "kind": "Config",
             "clusters": [
                 {
-                    "name": self.cluster.name,
+                    "name": self._cluster.name,
                     "cluster": {
                         "server": f"https://{self.net.host_ip}:{relay_port}",
-                        "certificate-authority": str(self.cluster.ca_cert),
+                        "certificate-authority": str(self._cluster.ca_cert),
                         # the relay's address is not in the apiserver's certificate; localhost is
                         "tls-server-name": "localhost",
                     },
@@ -270,7 +339,7 @@ class RealNode:
                     "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
                 }
             ],
-            "contexts": [{"name": "node", "context": {"cluster": self.cluster.name, "user": "node"}}],
+            "contexts": [{"name": "node", "context": {"cluster": self._cluster.name, "user": "node"}}],
             "current-context": "node",
         }
         (self.workdir / "kubeconfig").write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
@@ -294,7 +363,7 @@ class RealNode:
             "authentication": {
                 "anonymous": {"enabled": False},
                 "webhook": {"enabled": True},
-                "x509": {"clientCAFile": str(self.cluster.ca_cert)},
+                "x509": {"clientCAFile": str(self._cluster.ca_cert)},
             },
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",
@@ -409,6 +478,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         if real_binary:  # nsenter/unshare exec it: the PID's command line names it
             proc = dataclasses.replace(proc, binary=real_binary)
         self.processes.append(proc)
+        self.save()
         return proc
 
     async def _wait(self, check: Any, what: str, timeout: float) -> None:
@@ -435,7 +505,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         return done.returncode == 0
 
     async def _ready(self) -> bool:
-        async with self.cluster.http() as client:
+        async with self._cluster.http() as client:
             resp = await client.get(f"/api/v1/nodes/{self.name}")
         if resp.status_code != 200:
             return False
@@ -498,11 +568,12 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             await asyncio.to_thread(proc.stop)
         self.processes.clear()
         await asyncio.to_thread(self.net.remove)
-        try:
-            async with self.cluster.http() as client:
-                await client.delete(f"/api/v1/nodes/{self.name}")
-        except Exception as exc:  # the cluster may be gone already
-            log.debug("node %s not deleted: %s", self.name, exc)
+        if self.cluster is not None and self.cluster.running():
+            try:
+                async with self.cluster.http() as client:
+                    await client.delete(f"/api/v1/nodes/{self.name}")
+            except httpx.HTTPError as exc:
+                log.warning("node %s not deleted: %s", self.name, exc)
         await asyncio.to_thread(self._unmount_leftovers)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
