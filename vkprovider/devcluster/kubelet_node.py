@@ -70,10 +70,15 @@ PACKAGES = {
     "ctr": "containerd",
     "runc": "runc",
     "iptables": "iptables",
+    "nft": "nftables",
+    "conntrack": "conntrack",
     "/usr/lib/cni/bridge": "containernetworking-plugins",
 }
 CNI_BIN = Path("/usr/lib/cni")
 READY_TIMEOUT_SECONDS = 120.0
+CLUSTER_DOMAIN = "cluster.local"
+#: kube-proxy's user: the apiserver's bootstrap policy binds it to ``system:node-proxier``.
+KUBE_PROXY_USER = "system:kube-proxy"
 #: Pod subnets are /24s counted down from the top of 198.18.0.0/16, one per node namespace (its
 #: veth's index), far from the /30s ``KubeletNet`` hands out from the bottom.
 _POD_SUBNETS_TOP = 255
@@ -209,8 +214,8 @@ class RealNode:
         except (StartupError, subprocess.CalledProcessError) as exc:
             raise NodeUnavailable(f"cannot install {', '.join(apt.missing(PACKAGES))}: {exc}") from None
         toolchain = Toolchain.default()
-        if toolchain.missing(("kubelet",)):
-            raise StartupError("the kubelet is not built; run `make cluster-build` first")
+        if toolchain.missing(("kubelet", "kube-proxy")):
+            raise StartupError("the kubelet and kube-proxy are not built; run `make cluster-build` first")
         crictl = await asyncio.to_thread(node_tools.build_crictl)
         pause = await asyncio.to_thread(node_tools.pause_archive)
 
@@ -252,6 +257,28 @@ class RealNode:
             ],
         )
         await asyncio.to_thread(self._plumb, service_ip, service_port, relay_port)
+        self._spawn(
+            "cluster-dns",
+            Path(sys.executable),
+            [
+                "-m",
+                "vkprovider.devcluster.cluster_dns",
+                f"--listen={self.net.host_ip}:53",
+                f"--kubeconfig={self._cluster.kubeconfig}",
+                f"--domain={CLUSTER_DOMAIN}",
+            ],
+        )
+        kube_proxy = toolchain.binary("kube-proxy")
+        self._spawn(
+            "kube-proxy",
+            Path("/usr/bin/nsenter"),
+            [
+                f"--net=/run/netns/{self.net.netns}",
+                str(kube_proxy),
+                f"--config={self.workdir / 'kube-proxy.yaml'}",
+            ],
+            real_binary=str(kube_proxy),
+        )
 
         containerd = self._spawn(
             "containerd",
@@ -319,35 +346,64 @@ class RealNode:
             dns_names=(self.name,),
             ip_addresses=(self.address,),
         )
+        proxy = ca.issue(pki_dir, "kube-proxy", KUBE_PROXY_USER, client=True)
+        self._write_kubeconfig(self.workdir / "kubeconfig", client, relay_port)
+        self._write_kubeconfig(self.workdir / "kube-proxy.kubeconfig", proxy, relay_port)
+        (self.workdir / "kube-proxy.yaml").write_text(yaml.safe_dump(self._kube_proxy_config()))
+        # for dnsPolicy Default (and hostNetwork) pods: no resolver of the host is theirs to use
+        (self.workdir / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+        (self.workdir / "kubelet-config.yaml").write_text(yaml.safe_dump(self._kubelet_config(serving)))
+        (self.workdir / "containerd" / "config.toml").write_text(self._containerd_config())
+        (self.workdir / "cni" / "conf" / "10-vkprovider.conflist").write_text(json.dumps(self._cni_config()))
+
+    def _write_kubeconfig(self, path: Path, user: pki.CertPair, relay_port: int) -> None:
+        cluster = self._cluster
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
                 {
-                    "name": self._cluster.name,
+                    "name": cluster.name,
                     "cluster": {
                         "server": f"https://{self.net.host_ip}:{relay_port}",
-                        "certificate-authority": str(self._cluster.ca_cert),
+                        "certificate-authority": str(cluster.ca_cert),
                         # the relay's address is not in the apiserver's certificate; localhost is
                         "tls-server-name": "localhost",
                     },
                 }
             ],
             "users": [
-                {
-                    "name": "node",
-                    "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
-                }
+                {"name": "node", "user": {"client-certificate": str(user.cert), "client-key": str(user.key)}}
             ],
-            "contexts": [{"name": "node", "context": {"cluster": self._cluster.name, "user": "node"}}],
+            "contexts": [{"name": "node", "context": {"cluster": cluster.name, "user": "node"}}],
             "current-context": "node",
         }
-        (self.workdir / "kubeconfig").write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
-        # no cluster DNS: pods get this (ClusterFirst falls back to it, with an Event)
-        (self.workdir / "resolv.conf").write_text("nameserver 127.0.0.1\n")
-        (self.workdir / "kubelet-config.yaml").write_text(yaml.safe_dump(self._kubelet_config(serving)))
-        (self.workdir / "containerd" / "config.toml").write_text(self._containerd_config())
-        (self.workdir / "cni" / "conf" / "10-vkprovider.conflist").write_text(json.dumps(self._cni_config()))
+        path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+
+    def _kube_proxy_config(self) -> dict[str, Any]:
+        """kube-proxy in nftables mode in the node's namespace: its ports are that namespace's
+        own; conntrack sizes are the host's (not its to change: zeros leave them); every Service
+        connection is masqueraded, so a pod reaching a pod on the same bridge through a ClusterIP
+        gets the reply through the node (no br_netfilter needed)."""
+        return {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(self.workdir / "kube-proxy.kubeconfig")},
+            "mode": "nftables",
+            "hostnameOverride": self.name,
+            "bindAddress": self.address,
+            "clusterCIDR": self.pod_cidr,
+            "masqueradeAll": True,
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+            "nftables": {"syncPeriod": "30s", "minSyncPeriod": "0s"},
+        }
 
     def _kubelet_config(self, serving: pki.CertPair) -> dict[str, Any]:
         endpoint = f"unix://{self.socket}"
@@ -374,12 +430,18 @@ class RealNode:
             "containerRuntimeEndpoint": endpoint,
             "imageServiceEndpoint": endpoint,
             "resolvConf": str(self.workdir / "resolv.conf"),
+            "clusterDNS": [self.net.host_ip],  # devcluster.cluster_dns, on the veth's host end
+            "clusterDomain": CLUSTER_DOMAIN,
             "evictionHard": {
                 "memory.available": "1Mi",
                 "nodefs.available": "1%",
                 "nodefs.inodesFree": "1%",
                 "imagefs.available": "1%",
             },
+            # the dev cluster's controller-manager calls a node dead after 10 s without a heartbeat
+            # (--node-monitor-grace-period, kwok-tuned): renew the Lease every 2 s (25 % of 8 s)
+            "nodeLeaseDurationSeconds": 8,
+            "nodeStatusUpdateFrequency": "4s",
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "serializeImagePulls": False,
@@ -443,31 +505,25 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     def _plumb(self, service_ip: str, service_port: int, relay_port: int) -> None:
         """Routing between host, node namespace and pods; every change is inside the node's
-        namespace except a route for the pod subnet, which goes with the veth."""
+        namespace except a route for the pod subnet, which goes with the veth.
+
+        The ``kubernetes`` Service goes to the relay by a DNAT in a table of its own at a
+        priority before kube-proxy's (-110, before dstnat's -100): the first NAT binding of a connection
+        wins, and kube-proxy would send it to the apiserver's advertised 127.0.0.1."""
         ns = ["ip", "netns", "exec", self.net.netns]
         _run([*ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding in the node namespace")
-        for chain in ("PREROUTING", "OUTPUT"):
-            _run(
-                [
-                    *ns,
-                    "iptables",
-                    "-t",
-                    "nat",
-                    "-A",
-                    chain,
-                    "-d",
-                    f"{ipaddress.ip_address(service_ip)}/32",
-                    "-p",
-                    "tcp",
-                    "--dport",
-                    str(service_port),
-                    "-j",
-                    "DNAT",
-                    "--to-destination",
-                    f"{self.net.host_ip}:{relay_port}",
-                ],
-                "send the kubernetes Service to the apiserver relay",
-            )
+        target = f"{self.net.host_ip}:{relay_port}"
+        match = f"ip daddr {ipaddress.ip_address(service_ip)} tcp dport {service_port}"
+        rules = f"""table ip vkprovider-node {{
+  chain prerouting {{ type nat hook prerouting priority -110; {match} dnat to {target}; }}
+  chain output {{ type nat hook output priority -110; {match} dnat to {target}; }}
+}}
+"""
+        (self.workdir / "node.nft").write_text(rules)
+        _run(
+            [*ns, "nft", "-f", str(self.workdir / "node.nft")],
+            "send the kubernetes Service to the apiserver relay",
+        )
         _run(
             ["ip", "route", "replace", self.pod_cidr, "via", self.address, "dev", self.net.host_link],
             "route the pod subnet through the node's veth",
