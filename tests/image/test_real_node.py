@@ -19,6 +19,7 @@ naming the reason, where containers or a kubelet node cannot run (not root, no p
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import subprocess
@@ -46,6 +47,8 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "vkprovider-system"
 NODE = "vk-external"
+SERVED = "default"  # the demo overlay's served namespace (served-namespaces.yaml)
+VIRTUAL_NODE_PODS = "app.kubernetes.io/component=virtual-node"
 FAKECLOUDS = "app.kubernetes.io/component in (fakecloud-cheap,fakecloud-premium)"
 JSON = dict[str, Any]
 
@@ -117,11 +120,14 @@ def mine(image: str, node: RealNode, tmp_path_factory: pytest.TempPathFactory) -
     return overlay
 
 
-def kubectl(cluster: Cluster, *args: str) -> str:
+def kubectl_result(
+    cluster: Cluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     binary = rendering.kubectl()
     assert binary is not None
-    done = subprocess.run(
+    return subprocess.run(
         [binary, *args],
+        input=stdin,
         capture_output=True,
         text=True,
         env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
@@ -129,6 +135,16 @@ def kubectl(cluster: Cluster, *args: str) -> str:
         check=False,
         cwd=REPO,
     )
+
+
+def kubectl_stdin(cluster: Cluster, stdin: str, *args: str) -> str:
+    done = kubectl_result(cluster, *args, stdin=stdin)
+    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def kubectl(cluster: Cluster, *args: str) -> str:
+    done = kubectl_result(cluster, *args)
     assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -146,26 +162,30 @@ def ready(obj: JSON) -> bool:
     )
 
 
-async def test_the_demo_overlay_runs_as_pods_of_a_real_kubelet(
-    cluster: Cluster, node: RealNode, mine: Path
-) -> None:
+@pytest.fixture(scope="module")
+async def installed(cluster: Cluster, node: RealNode, mine: Path) -> Path:
+    """Install steps 3, 5 and 6 of docs/deploy.md, as written (the demo serves ``default``,
+    which exists; it needs no key Secret)."""
     overlay = str(mine)
-    # Install steps 3 and 5 of docs/deploy.md, as written (the demo serves `default`: it exists)
     kubectl(cluster, "apply", "--server-side", "-f", "deploy/base/namespace.yaml")
     kubectl(cluster, "apply", "--server-side", "--dry-run=server", "-k", overlay)
     kubectl(cluster, "apply", "--server-side", "-k", overlay)
-    # step 6
     await asyncio.to_thread(
         kubectl, cluster, "-n", NAMESPACE, "rollout", "status", "deploy/vkprovider", "--timeout=480s"
     )
+    return mine
 
-    service = pods(cluster, "app.kubernetes.io/component=virtual-node")
+
+async def test_the_demo_overlay_runs_as_pods_of_a_real_kubelet(
+    cluster: Cluster, node: RealNode, installed: Path
+) -> None:
+    service = pods(cluster, VIRTUAL_NODE_PODS)
     assert len(service) == 2
     for pod in service:
         assert pod["spec"]["nodeName"] == node.name
         assert pod["status"]["phase"] == "Running" and ready(pod)
         assert pod["spec"]["containers"][0]["image"] == "localhost/vkprovider:0.1.0"
-        assert pod["status"]["podIP"].startswith(node.pod_cidr.rsplit(".", 2)[0])
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(node.pod_cidr)
 
     async def virtual_node_ready() -> JSON | None:
         out = await asyncio.to_thread(kubectl, cluster, "get", "nodes", "-o", "json")
@@ -183,11 +203,88 @@ async def test_the_demo_overlay_runs_as_pods_of_a_real_kubelet(
     for cloud in await eventually(fakeclouds_running, timeout=240):
         assert cloud["spec"]["nodeName"] == node.name
 
-    lease = json.loads(
-        kubectl(cluster, "-n", NAMESPACE, "get", "lease", "vkprovider-vk-external", "-o", "json")
-    )
-    leader = lease["spec"]["holderIdentity"]
+    # Services and cluster DNS on the real node: the providers answer at their .svc names
+    async def providers_reachable() -> bool:
+        out = await asyncio.to_thread(kubectl, cluster, "get", "node", NODE, "-o", "json")
+        conditions = {c["type"]: c["status"] for c in json.loads(out)["status"]["conditions"]}
+        return conditions.get("ProvidersReachable") == "True"
+
+    await eventually(providers_reachable, timeout=180)
+
+    leader = await asyncio.to_thread(leader_of, cluster)
     assert leader in {p["metadata"]["name"] for p in service}
     # the apiserver calls the real kubelet at the node's namespace address for the logs
     logs = kubectl(cluster, "-n", NAMESPACE, "logs", leader, "--tail=200")
     assert NODE in logs
+
+
+def leader_of(cluster: Cluster) -> str:
+    """Install step 8's ``LEADER=$(kubectl ... get lease ... -o jsonpath=...)``."""
+    jsonpath = "jsonpath={.spec.holderIdentity}"
+    return kubectl(cluster, "-n", NAMESPACE, "get", "lease", "vkprovider-vk-external", "-o", jsonpath).strip()
+
+
+async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
+    cluster: Cluster, node: RealNode, installed: Path
+) -> None:
+    """Install step 7 (approve the kubelet API's serving certificates), then a GPU pod in the
+    served namespace bursts to a fakecloud, and ``kubectl logs`` of it goes from the apiserver to
+    the leader's kubelet API at its pod IP (on the real node's bridge) and on to the fakecloud.
+
+    Step 7 runs with ``--kubeconfig``: as written (``vkprovider approve-csr`` alone) it uses the
+    in-cluster configuration only, which a workstation does not have."""
+    members = {p["metadata"]["name"] for p in pods(cluster, VIRTUAL_NODE_PODS)}
+
+    async def approved() -> bool:
+        await asyncio.to_thread(
+            subprocess.run,
+            [
+                str(REPO / ".venv" / "bin" / "vkprovider"),
+                "approve-csr",
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        listed = json.loads(
+            await asyncio.to_thread(
+                kubectl, cluster, "get", "csr", "-l", f"vkprovider.io/node-name={NODE}", "-o", "json"
+            )
+        )["items"]
+        issued = [c for c in listed if c.get("status", {}).get("certificate")]
+        return len(issued) >= len(members)
+
+    await eventually(approved, timeout=120, interval=2)
+
+    name = "burst-logs"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": SERVED},
+        "spec": {
+            "nodeName": NODE,
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+            "containers": [
+                {"name": "server", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+    kubectl_stdin(cluster, json.dumps(pod), "apply", "-f", "-")
+    try:
+
+        async def running() -> bool:
+            out = await asyncio.to_thread(kubectl, cluster, "-n", SERVED, "get", "pod", name, "-o", "json")
+            return bool(json.loads(out)["status"].get("phase") == "Running")
+
+        await eventually(running, timeout=180)
+
+        async def logged() -> str | None:
+            done = await asyncio.to_thread(kubectl_result, cluster, "-n", SERVED, "logs", name)
+            return done.stdout if done.returncode == 0 and "container server started" in done.stdout else None
+
+        out = await eventually(logged, timeout=120, interval=2)
+        print(f"\nkubectl logs {name} (through {leader_of(cluster)}'s kubelet API):\n{out}")
+    finally:
+        kubectl(cluster, "-n", SERVED, "delete", "pod", name, "--wait=false")
