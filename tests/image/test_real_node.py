@@ -1,21 +1,20 @@
 """The shipped image installed as docs/deploy.md says, run as pods by a real kubelet.
 
 A dev cluster with no kwok node and one real kubelet node (:mod:`vkprovider.devcluster.kubelet_node`:
-containerd + runc, pods on a CNI bridge in the node's network namespace), the image of ``make
-image`` imported into its containerd (no registry here: the import stands in for ``make
-image-push``). Then the Install steps of docs/deploy.md, as written, with the demo overlay in
-place of the runpod one (its fakeclouds instead of a key, so no Secret, and it serves
-``default``, which exists): the namespaces, your own overlay with the image and the apiserver's
-address set through kustomize (``images:``, the NetworkPolicy patch), a server-side dry-run,
-the apply, ``rollout status``. Checked: both vkprovider pods Running and Ready on the real node,
-the virtual node ``vk-external`` registered by them and Ready, the demo's fakecloud pods Running,
-and ``kubectl logs`` of the leader through the real kubelet.
+containerd + runc, pods on a CNI bridge in the node's network namespace, kube-proxy and a cluster
+DNS for Services), the image of ``make image`` imported into its containerd (no registry here:
+the import stands in for ``make image-push``). Then the Install steps of docs/deploy.md with the
+demo overlay in place of the runpod one (its fakeclouds instead of a key, so no Secret, and it
+serves ``default``, which exists): the namespaces, your own overlay with the image and the
+apiserver's address set through kustomize (``images:``, the NetworkPolicy patch), a server-side
+dry-run, the apply, ``rollout status``, ``approve-csr``, the leader from the Lease.
 
-Not checked, because the dev cluster has no cluster DNS and no kube-proxy: the overlay's
-providers at ``fakecloud-*.vkprovider-system.svc`` (the node reports them unreachable). Skips,
-naming the reason, where containers or a kubelet node cannot run (not root, no podman).
+Checked: both vkprovider pods Running and Ready on the real node; ``vk-external`` registered by
+them (InternalIP = a pod IP) and Ready, with ``ProvidersReachable`` True (the fakecloud pods
+reached at their ``.svc`` names); the leader's logs through the real kubelet; a GPU pod bursting
+to a fakecloud, and its ``kubectl logs`` through the leader's kubelet API on its pod IP.
+Skips, naming the reason, where containers or a kubelet node cannot run (not root, no podman).
 """
-
 from __future__ import annotations
 
 import asyncio
