@@ -15,6 +15,7 @@ reached at their ``.svc`` names); the leader's logs through the real kubelet; a 
 to a fakecloud, and its ``kubectl logs`` through the leader's kubelet API on its pod IP.
 Skips, naming the reason, where containers or a kubelet node cannot run (not root, no podman).
 """
+
 from __future__ import annotations
 
 import asyncio
