@@ -14,6 +14,8 @@ name, like the control plane's binaries (:mod:`vkprovider.devcluster.build`).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -21,6 +23,7 @@ import os
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from vkprovider.devcluster.build import BuildError, _go, _read, _run, _write_module
@@ -50,9 +53,27 @@ def tools_root() -> Path:
     return Path(base) / "kubelet-node"
 
 
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One build at a time on this machine (``make test``'s workers, a second shell): the
+    temporary names below are shared."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "build.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build_crictl(root: Path | None = None) -> Path:
     """``crictl`` of cri-tools ``CRI_TOOLS_VERSION``, built once (static, no cgo)."""
     root = root or tools_root()
+    with _locked(root):
+        return _build_crictl(root)
+
+
+def _build_crictl(root: Path) -> Path:
     binary, stamp = root / "bin" / "crictl", root / "bin" / ".crictl.recipe"
     recipe = f"crictl {CRI_TOOLS_VERSION}\n"
     if os.access(binary, os.X_OK) and _read(stamp) == recipe:
@@ -165,6 +186,11 @@ def oci_archive(binary: bytes, ref: str) -> bytes:
 def pause_archive(root: Path | None = None) -> Path:
     """The sandbox image as an OCI archive for ``ctr images import``; built once."""
     root = root or tools_root()
+    with _locked(root):
+        return _pause_archive(root)
+
+
+def _pause_archive(root: Path) -> Path:
     recipe = hashlib.sha256(f"{_PAUSE_SOURCE}{PAUSE_IMAGE}".encode()).hexdigest()[:12]
     archive = root / "images" / f"pause-{recipe}.oci.tar"
     if archive.is_file():
