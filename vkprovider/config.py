@@ -44,7 +44,7 @@ from vkprovider.preflight import (
     url_fields,
 )
 from vkprovider.quota.config import QuotaConfig
-from vkprovider.traffic.config import TrafficConfig
+from vkprovider.traffic.config import ZONE_LABEL, TrafficConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -65,7 +65,21 @@ class NodeConfig(_Section):
     cpu: str = "10000"
     memory: str = "100Ti"
     labels: dict[str, str] = {}
+    zone: str = Field(
+        default="vkprovider-external",
+        pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$",
+        description=(
+            "the node's topology.kubernetes.io/zone label (a zone of its own, so Services with "
+            "trafficDistribution: PreferSameZone keep traffic on local replicas while one is "
+            "ready; docs/virtual-node.md), also written on the endpoints vkprovider publishes; "
+            "a zone in node.labels wins; empty: no zone label"
+        ),
+    )
     max_gpus: int | None = Field(default=None, ge=0, description="cap on advertised nvidia.com/gpu")
+
+    def topology_zone(self) -> str | None:
+        """The zone the node is labelled with (``labels`` first, then ``zone``), or None."""
+        return self.labels.get(ZONE_LABEL) or self.zone or None
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> NodeConfig:

@@ -126,6 +126,7 @@ class Service:
                 backoff_max_seconds=s.pods.backoff_max_seconds,
                 status_before_delete=s.pods.status_before_delete,
                 traffic=s.traffic,
+                zone=s.node.topology_zone(),
             )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()

@@ -48,6 +48,11 @@ class Knobs(_Strict):
         default=True,
         description="endpoints answer each running deployment's address; false: no route (no addresses)",
     )
+    round_trip_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="each request to a deployment's served ports (serve_netns) answers after this",
+    )
     echo_input: bool = Field(
         default=False, description="refuse creates (422), quoting the request's env, files and credentials"
     )
@@ -113,6 +118,14 @@ class FakeCloudConfig(_Strict):
     api_key: str | None = Field(default=None, repr=False, description="require 'Authorization: Bearer'")
     ip_range: str | None = Field(
         default=None, description="IPv4 CIDR pod IPs come from; default: a /18 derived from the port"
+    )
+    serve_netns: str | None = Field(
+        default=None,
+        description=(
+            "network namespace in which each running deployment's TCP container ports answer "
+            "HTTP at its address (the dev cluster's backends namespace, devcluster.datapath); "
+            "None: nothing listens"
+        ),
     )
     catalog: list[CatalogEntry] = Field(min_length=1)
     lifecycle: Lifecycle = Lifecycle()

@@ -16,6 +16,7 @@ import uvicorn
 
 from .app import create_app
 from .config import FakeCloudConfig, load_config
+from .replicas import ReplicaServers, replica_servers
 from .state import Store
 
 __all__ = ["FakeCloudServer", "create_app", "load_config", "running_fakecloud", "serve"]
@@ -64,6 +65,9 @@ class FakeCloudServer:
         )
         self._server = _QuietServer(uv_config)
         self._task: asyncio.Task[None] | None = None
+        self._replicas = contextlib.AsyncExitStack()
+        #: the deployments' listeners, when the config names ``serve_netns`` (replicas.py)
+        self.replicas: ReplicaServers | None = None
 
     async def start(self, timeout: float = 10.0) -> str:
         self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
@@ -73,9 +77,11 @@ class FakeCloudServer:
                     self._task.result()
                     raise RuntimeError("fakecloud server exited during startup")
                 await asyncio.sleep(0.01)
+        self.replicas = await self._replicas.enter_async_context(replica_servers(self.store))
         return self.url
 
     async def stop(self, timeout: float = 10.0) -> None:
+        await self._replicas.aclose()
         if self._task is None:
             return
         self._server.should_exit = True
@@ -109,7 +115,8 @@ def serve(config: FakeCloudConfig, *, host: str = "127.0.0.1", port: int = 0) ->
     """Serve until SIGINT/SIGTERM (for the CLI); prints the listening line scripts parse."""
     sock = _bind(host, port)
     actual = sock.getsockname()[1]
-    app = create_app(config, store=Store(config, port=actual))
+    store = Store(config, port=actual)
+    app = create_app(config, store=store)
     uv_config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
     )
@@ -121,7 +128,8 @@ def serve(config: FakeCloudConfig, *, host: str = "127.0.0.1", port: int = 0) ->
             await asyncio.sleep(0.01)
         if server.started:
             print(f"fakecloud listening on http://{host}:{actual}", flush=True)
-        await task
+        async with replica_servers(store):
+            await task
 
     try:
         asyncio.run(main())

@@ -74,8 +74,8 @@ def _run_override(request: DeploymentRequest, default: float | None, code: int) 
 def ip_network(config: FakeCloudConfig, port: int) -> ipaddress.IPv4Network:
     """The instance's pod IP range: ``config.ip_range``, else a /18 of 10.0.0.0/8 chosen by the
     listening port. Instances on consecutive ports never share a range (two of 1023 random ports
-    do with probability 1/1023: set ``ip_range`` to rule it out); 10.0.0.0/18 is never used, it
-    holds the local cluster's service IPs."""
+    do with probability 1/1023: set ``ip_range`` to rule it out); 10.0.0.0/18 is never used (left
+    for a cluster's service IPs; the dev cluster's are in 198.19.0.0/24)."""
     if config.ip_range:
         return ipaddress.IPv4Network(config.ip_range)
     block = port % 1023 + 1

@@ -28,13 +28,14 @@ from tests.chaos.faults import FAULTS, GLITCH_KNOBS
 from tests.chaos.proxy import TcpProxy
 from tests.chaos.serve import Replica, plugin_command, write_config
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.datapath import provider_range
 from vkprovider.devcluster.process import free_port
 from vkprovider.sim.local import inference_deployment
 
 JSON = dict[str, Any]
 
 #: name → (price, pod IP range, out-of-process?)
-CLOUDS = {"cheap": (1.0, "10.64.0.0/16", False), "premium": (2.5, "10.65.0.0/16", True)}
+CLOUDS = {"cheap": (1.0, provider_range(0), False), "premium": (2.5, provider_range(1), True)}
 CAPACITY = 10
 SECRET_KEY = "token"
 

@@ -17,12 +17,10 @@ from typing import Any
 import httpx
 import pytest
 from hypothesis.errors import NonInteractiveExampleWarning
-from vkprovider_fakecloud.config import parse_config
-from vkprovider_fakecloud.server import FakeCloudServer
 
 from tests.chaos.badinput import EXISTING, pod_specs
 from tests.chaos.serve import Replica, write_config
-from tests.support import eventually
+from tests.support import eventually, fakecloud_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 
@@ -99,28 +97,34 @@ def _settled(pod: JSON, events: list[JSON]) -> str | None:
 
 async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_path: Path) -> None:
     node, namespace = f"vk-fuzz-{uuid.uuid4().hex[:6]}", f"fuzz-{uuid.uuid4().hex[:6]}"
-    cloud = FakeCloudServer(
-        parse_config(
-            {
-                "provider": "cheap",
-                "ip_range": "10.66.0.0/16",
-                "catalog": [
-                    {"gpu_type": "H100-SXM-80GB", "price_per_hour": 2.0, "capacity": 40},
-                    {"gpu_type": "H100-SXM-80GB", "gpu_count": 8, "price_per_hour": 20.0, "capacity": 4},
-                    {"gpu_type": "L4", "price_per_hour": 0.5, "capacity": 10},
-                ],
-                "lifecycle": {"provisioning_seconds": 0.3, "serving_after_seconds": 0.3},
-            }
-        )
-    )
-    await cloud.start()
+    # Drawn first: hypothesis draws block the test's event loop for seconds. The fake cloud runs
+    # in its own process for the same reason: a cloud that stops answering mid-run is a real
+    # outage to vkprovider (NoCandidates: unhealthy), not the bad input this test is about.
+    sample = _sample()
+    cloud_config = {
+        "provider": "cheap",
+        "ip_range": "10.66.0.0/16",
+        "catalog": [
+            {"gpu_type": "H100-SXM-80GB", "price_per_hour": 2.0, "capacity": 40},
+            {"gpu_type": "H100-SXM-80GB", "gpu_count": 8, "price_per_hour": 20.0, "capacity": 4},
+            {"gpu_type": "L4", "price_per_hour": 0.5, "capacity": 10},
+        ],
+        "lifecycle": {"provisioning_seconds": 0.3, "serving_after_seconds": 0.3},
+    }
+    async with fakecloud_process(cloud_config, tmp_path) as cloud_url:
+        await _run_sample(cluster, tmp_path, node, namespace, sample, cloud_url)
+
+
+async def _run_sample(
+    cluster: Cluster, tmp_path: Path, node: str, namespace: str, sample: list[JSON], cloud_url: str
+) -> None:
     port = free_port()
     config = write_config(
         tmp_path / "serve.yaml",
         node=node,
         identity="fuzz",
         admin_port=port,
-        providers=[{"name": "cheap", "adapter": "fakecloud", "settings": {"url": cloud.url}}],
+        providers=[{"name": "cheap", "adapter": "fakecloud", "settings": {"url": cloud_url}}],
         lease=None,
     )
     replica = Replica("fuzz", config, tmp_path / "serve.log", port, cluster.kubeconfig)
@@ -145,7 +149,6 @@ async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_
                 json={"metadata": {"name": "creds"}, "data": secret},
             )
             created = []
-            sample = _sample()
             for i, spec in enumerate(sample):
                 response = await kube.post(f"/api/v1/namespaces/{namespace}/pods", json=_bind(spec, i, node))
                 if response.status_code in (400, 422):  # refused by the API, naming the field
@@ -158,6 +161,8 @@ async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_
                 pods = (await kube.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
                 events = (await kube.get(f"/api/v1/namespaces/{namespace}/events")).json()["items"]
                 ends = {p["metadata"]["name"]: _settled(p, events) for p in pods}
+                if ends.get("fuzz-0") not in (None, "Running"):
+                    ends["fuzz-0"] = None  # the control pod waits out a transient Warning
                 missing = [n for n in created if ends.get(n) is None]
                 pending.clear()
                 pending.extend(missing)
@@ -183,7 +188,6 @@ async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_
             assert ends["fuzz-0"] == "Running", f"the well-formed control pod ended {ends['fuzz-0']!r}"
     finally:
         await replica.stop()
-        await cloud.stop()
         async with cluster.http() as kube:
             await kube.delete(f"/api/v1/namespaces/{namespace}")
 

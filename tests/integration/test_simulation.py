@@ -21,6 +21,7 @@ from PIL import Image
 
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.cluster import run_root
+from vkprovider.devcluster.datapath import provider_range, why_unavailable
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim import chart, kueue
 from vkprovider.sim.local import fakecloud_module
@@ -194,6 +195,13 @@ async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
     summary = json.loads((folder / "report.json").read_text())
     md = (folder / "report.md").read_text()
     entries = await ledger_entries(result.stack.clouds)
+    # the data path runs beside the day (kube-proxy, every provider routed), or a note says why not
+    net = result.stack.cluster.datapath
+    if why_unavailable() is None:
+        ranges = {provider_range(i) for i in range(len(scenario.providers))}
+        assert net is not None and ranges <= set(net.routes()), result.stack.notes
+    else:
+        assert any(note.startswith("data path: not started") for note in result.stack.notes)
 
     # spend: the report's money is the ledgers' money, and something was really spent
     truth = ledger_money(entries, summary["billed_until"])

@@ -27,6 +27,7 @@ async def _up(
     name: str,
     nodes: int,
     with_metrics_server: bool = False,
+    datapath: bool = False,
     real_node: bool = False,
     images: tuple[str, ...] = (),
 ) -> int:
@@ -46,7 +47,13 @@ async def _up(
         print(_export_line(existing))
         return 0
     started = time.monotonic()
-    cluster = await Cluster.start(name, gpu_nodes=nodes)
+    cluster = await Cluster.start(name, gpu_nodes=nodes, datapath=datapath)
+    if cluster.datapath is not None:
+        print(
+            f"data path: kube-proxy in netns {cluster.datapath.node}; load: .venv/bin/python -m "
+            f"vkprovider.devcluster.loadgen --netns {cluster.datapath.node} --target CLUSTER_IP:PORT",
+            file=sys.stderr,
+        )
     if with_metrics_server:
         try:
             url = await metrics_server.start(cluster)
@@ -97,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         "--metrics-server", action="store_true", help="also start metrics-server (kubectl top, HPA)"
     )
     up.add_argument(
+        "--datapath",
+        action="store_true",
+        help="also kube-proxy (nftables) in a node namespace and listeners at the pods' IPs",
+    )
+    up.add_argument(
         "--real-node",
         action="store_true",
         help="also start a real kubelet node that runs containers (root; docs/development.md)",
@@ -118,10 +130,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.nodes < 0:
                 parser.error("--nodes must be >= 0")
+            if args.datapath and args.nodes < 1:
+                parser.error("--datapath needs --nodes >= 1 (kube-proxy stands for a kwok node)")
             if args.image and not args.real_node:
                 parser.error("--image needs --real-node")
             return asyncio.run(
-                _up(args.name, args.nodes, args.metrics_server, args.real_node, tuple(args.image))
+                _up(
+                    args.name,
+                    args.nodes,
+                    args.metrics_server,
+                    args.datapath,
+                    args.real_node,
+                    tuple(args.image),
+                )
             )
         return asyncio.run(_down(args.name))
     except (BuildError, StartupError, NodeUnavailable) as exc:

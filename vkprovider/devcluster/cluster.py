@@ -27,6 +27,7 @@ import yaml
 
 from vkprovider.devcluster import audit, kwok, pki
 from vkprovider.devcluster.build import Toolchain
+from vkprovider.devcluster.datapath import KUBERNETES_SERVICE_IP, SERVICE_CIDR, DataPath
 from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 from vkprovider.devcluster.sizing import ControlPlaneSize
@@ -51,6 +52,8 @@ def sweep_dead_clusters() -> None:
         if cluster is not None and not any(p.alive() for p in cluster.processes):
             if cluster.kubelet_net is not None:
                 cluster.kubelet_net.remove()
+            if cluster.datapath is not None:
+                cluster.datapath.remove()
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -88,6 +91,10 @@ class Cluster:
     kubelet_net: KubeletNet | None = None
     kubelet_serving: pki.CertPair | None = None
     size: ControlPlaneSize = field(default_factory=ControlPlaneSize)  #: opt-in flags for many pods
+    #: kube-proxy's node namespace and the replicas' namespace (``start_datapath``)
+    datapath: DataPath | None = None
+    #: the cluster's CA, in the process that started it (``start_datapath`` issues a cert)
+    ca: pki.CertificateAuthority | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -104,6 +111,7 @@ class Cluster:
         audit_users: tuple[str, ...] = (),
         kueue: bool = False,
         size: ControlPlaneSize | None = None,
+        datapath: bool = False,
     ) -> Cluster:
         """``pod_delays``: kwok honours the stage-delay annotations in ``kwok`` (slow-to-Ready
         replicas, Job pods that run a while), for tests of the return path. ``audit_users``: the
@@ -111,7 +119,8 @@ class Cluster:
         ``kueue`` also starts real Kueue (see :mod:`vkprovider.devcluster.kueue`); it implies the
         same stage set (``kwok.POD_STAGES``), so Kueue-admitted Job pods run as long as their
         Job says. Both together are the same as either. ``size``: flags for many pods
-        (:mod:`vkprovider.devcluster.sizing`); default: the components' own."""
+        (:mod:`vkprovider.devcluster.sizing`); default: the components' own. ``datapath``: also
+        :meth:`start_datapath` for the first kwok node (needs ``gpu_nodes`` >= 1)."""
         toolchain = toolchain or Toolchain.default()
         missing = toolchain.missing()
         if missing:
@@ -146,6 +155,9 @@ class Cluster:
                 from vkprovider.devcluster.kueue import start_kueue
 
                 await start_kueue(cluster)
+            cluster.ca = ca
+            if datapath:
+                await cluster.start_datapath()
         except BaseException:
             await cluster.stop()
             raise
@@ -169,7 +181,7 @@ class Cluster:
             "kube-apiserver",
             server=True,
             dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-            ip_addresses=("127.0.0.1", "10.0.0.1"),
+            ip_addresses=("127.0.0.1", KUBERNETES_SERVICE_IP),
         )
         kubelet_client = ca.issue(
             pki_dir,
@@ -243,7 +255,7 @@ class Cluster:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa.cert}",
                 f"--service-account-signing-key-file={sa.key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
@@ -307,6 +319,17 @@ class Cluster:
             await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
         self.save()
 
+    async def start_datapath(self, node: str | None = None) -> DataPath:
+        """kube-proxy in a namespace standing for kwok node ``node`` (default: the first), and
+        listeners for the replicas (:mod:`vkprovider.devcluster.kube_proxy`): Services then
+        carry real requests. Only in the process that started the cluster (it issues a cert)."""
+        from vkprovider.devcluster import kube_proxy
+
+        node = node or (self.gpu_nodes[0] if self.gpu_nodes else None)
+        if self.ca is None or node is None:
+            raise StartupError("the data path needs the cluster's CA and a kwok node (start one first)")
+        return await kube_proxy.start(self, self.ca, Toolchain.default(), node)
+
     async def stop(self, *, remove: bool = False) -> None:
         """Stop every component, newest first, by PID; safe to call twice.
 
@@ -318,6 +341,9 @@ class Cluster:
         if self.kubelet_net is not None:
             await asyncio.to_thread(self.kubelet_net.remove)
             self.kubelet_net = None
+        if self.datapath is not None:
+            await asyncio.to_thread(self.datapath.remove)
+            self.datapath = None
         (self.workdir / "state.json").unlink(missing_ok=True)
         if remove:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -337,6 +363,7 @@ class Cluster:
             "kubelet_serving": [str(self.kubelet_serving.cert), str(self.kubelet_serving.key)]
             if self.kubelet_serving
             else None,
+            "datapath": self.datapath.to_json() if self.datapath else None,
         }
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
@@ -359,6 +386,7 @@ class Cluster:
             kubelet_serving=pki.CertPair(*map(Path, state["kubelet_serving"]))
             if state.get("kubelet_serving")
             else None,
+            datapath=DataPath.from_json(state["datapath"]) if state.get("datapath") else None,
         )
 
     @property

@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from vkprovider.devcluster.datapath import POD_CIDR
+
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_POOL_LABEL = "pool"
 GPU_POOL_VALUE = "local-gpu"
@@ -142,7 +144,7 @@ def args(kubeconfig: Path, server_port: int, config: Path | None = None) -> list
         f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
         f"--server-address=127.0.0.1:{server_port}",
         "--node-lease-duration-seconds=8",  # renewed every 2 s: well inside the 10 s grace
-        "--cidr=10.244.0.0/16",
+        f"--cidr={POD_CIDR}",  # the data path's local replica range (devcluster.datapath)
         "--node-ip=127.0.0.2",
     ]
 

@@ -212,14 +212,24 @@ class Process:
 
 
 def spawn(
-    name: str, binary: Path, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+    name: str,
+    binary: Path,
+    args: list[str],
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    *,
+    netns: str | None = None,
 ) -> Process:
-    """Start ``binary`` detached, stdout+stderr appended to ``<log_dir>/<name>.log``."""
+    """Start ``binary`` detached, stdout+stderr appended to ``<log_dir>/<name>.log``.
+
+    ``netns``: inside that network namespace (``ip netns exec`` execs the binary in place, so
+    the PID and the command line are the binary's, as ``Process.alive`` expects)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
+    prefix = ["ip", "netns", "exec", netns] if netns else []
     with log.open("ab") as out:
         popen = subprocess.Popen(
-            [str(binary), *args],
+            [*prefix, str(binary), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

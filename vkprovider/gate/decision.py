@@ -32,6 +32,9 @@ class Observation:
     error: str = ""  #: why the signal is unavailable
     preempting: int = 0  #: pods Pending with a nominated local node
     pending_unschedulable: int = 0  #: pods that tolerate the virtual node, stuck Pending
+    #: what ``free_gpus`` counts, for messages: raw free GPUs, or (while replicas are out) the GPUs
+    #: of the return wave that fits locally (``gate.wave.Plan.units``), which is not the same figure
+    measure: str = "free local GPUs"
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class Decider:
             )
         self.failing_since = None
         free = obs.free_gpus
-        reading = f"{free:g} free local GPUs ({self._thresholds()})"
+        reading = f"{free:g} {obs.measure} ({self._thresholds()})"
         if self.tainted:
             self.above_since = None
             if c.untaint_on_pending and obs.pending_unschedulable:

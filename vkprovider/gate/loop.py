@@ -178,9 +178,11 @@ class Gate:
                 self.decider.last_flip_at = now - ago
         reading = await self._read(signal)
         free = None if reading is None else reading.free_gpus
+        measure = "free local GPUs"
         if self.returns is not None and self.config.return_home.enabled and self.view.synced:
             plan = await self.returns.tick(self.view, now)  # marks the wave (docs/gate.md)
-            free = plan.units if plan.applies and free is not None else free
+            if plan.applies and free is not None:
+                free, measure = plan.units, "GPUs of external replicas that fit locally"
         pods = list(self.view.all_pods())
         blocking = blocking_pods(pods, node, self.config.taint) if node else []
         self.blocked = [pod_key(p) for p in await self.holds.admit(blocking, now, self.events)]
@@ -194,6 +196,7 @@ class Gate:
                     0 if reading is None else reading.preempting, preempting(pods, self.node_name)
                 ),
                 pending_unschedulable=len(self.blocked),
+                measure=measure,
             )
         )
         self.last_decision = decision

@@ -17,6 +17,7 @@ from vkprovider.config import NodeConfig
 from vkprovider.kube.gate_heartbeat import MAX_GPUS_PER_POD_LABEL
 from vkprovider.node.conditions import Condition, Reachability
 from vkprovider.placement.health import TAINT_UNAVAILABLE
+from vkprovider.traffic.config import ZONE_LABEL
 
 JSON = dict[str, Any]
 
@@ -64,6 +65,7 @@ def node_labels(
         "kubernetes.io/hostname": cfg.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        **({ZONE_LABEL: cfg.zone} if cfg.zone else {}),  # a zone of its own (docs/virtual-node.md)
         **cfg.labels,
     }
     for gpu in gpu_types:

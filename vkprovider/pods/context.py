@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from vkprovider.kube.client import KubeClient
+from vkprovider.kube.client import JSON, KubeClient
 from vkprovider.kube.events import EventRecorder
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
@@ -20,6 +20,11 @@ TERMINAL = ("Succeeded", "Failed")
 #: Annotations the controller writes on the pod (with ``vkprovider.io/images`` and ``/placement``).
 ANNOTATION_PROVIDER = "vkprovider.io/provider"
 ANNOTATION_OFFER = "vkprovider.io/offer"
+
+
+#: A pod UID's endpoints in vkprovider's own EndpointSlices as read back from the apiserver
+#: (None while that cache has not listed): what the drain before a delete waits on (pods/drain.py).
+EndpointLookup = Callable[[str], list[JSON] | None]
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class SyncDeps:
     settings: SyncSettings
     states: PodStates = field(default_factory=PodStates)
     now: Callable[[], float] = time.time  #: wall clock, to compare with API timestamps
+    #: None when vkprovider publishes no endpoints (``traffic.publish_endpoints: false``): no drain
+    endpoints: EndpointLookup | None = None
 
 
 def parse_time(value: str | None) -> float | None:

@@ -64,6 +64,7 @@ class PodController:
         queue_rate: float = 100.0,
         status_before_delete: bool = False,
         traffic: TrafficConfig | None = None,
+        zone: str | None = None,
     ) -> None:
         self.kube = kube
         self.node_name = node_name
@@ -82,6 +83,7 @@ class PodController:
             queue_rate=queue_rate,
             status_before_delete=status_before_delete,
             traffic=traffic or TrafficConfig(),
+            zone=zone,
         )
         # Queued and written by background senders: a reconcile never waits for an Event.
         self.events = EventRecorder(kube, component="vkprovider", host=node_name, background=True)

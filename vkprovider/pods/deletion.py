@@ -19,6 +19,11 @@ only on the provider's word (terminal Succeeded, every container exited 0); a de
 vanished without an exit code was interrupted: ``Failed``, exit code 137, the kubelet's
 ``ContainerStatusUnknown`` — a Job counts it as a failure, never as a completion.
 
+An external replica published as a Service endpoint is drained first (``pods/drain.py``): the
+provider delete waits, as a delayed requeue, until its endpoint is seen terminating and its grace
+period is over (capped by ``traffic.drain_max_seconds``); what is left of the grace then goes to
+the provider.
+
 A deletion resumed by a new process (restart, new leader) sends the provider what is left of
 the grace period (``deletionTimestamp - now``), never the full period again.
 
@@ -40,6 +45,7 @@ from vkprovider.logs import pod_action
 from vkprovider.models import ContainerState, DeploymentStatus, Phase
 from vkprovider.pods import reasons
 from vkprovider.pods.context import ANNOTATION_PROVIDER, Requeue, SyncDeps, parse_time
+from vkprovider.pods.drain import drain_verdict
 from vkprovider.pods.state import PodRecord
 from vkprovider.pods.writer import StatusWriter
 
@@ -145,6 +151,8 @@ class Deletion:
             record.deployment_deleted = True  # nothing runs: remove the object at once
             await self._remove(pod, record, None, provider, ended=True)
             return None
+        if not record.delete_requested and (held := await self._drain(pod, record)) is not None:
+            return held
         if not record.delete_requested:
             try:
                 await self.delete_deployment(uid, grace_seconds=grace_seconds, keep_placement=True, pod=pod)
@@ -180,6 +188,36 @@ class Deletion:
         where = stopping[0] if stopping else provider
         await self._remove(pod, record, final, where, ended=ended is not _RUNNING)
         return None
+
+    async def _drain(self, pod: JSON, record: PodRecord) -> Requeue | None:
+        """Hold the provider delete while the pod's published endpoint drains (pods/drain.py):
+        a delayed requeue until then, or None when the deployment may be stopped now."""
+        lookup = self._deps.endpoints
+        if lookup is None:
+            return None
+        tracked = self._deps.tracker.get(record.uid)
+        verdict = drain_verdict(
+            pod,
+            lookup(record.uid),
+            now=self._deps.now(),
+            max_seconds=self._deps.settings.traffic.drain_max_seconds,
+            ended=tracked is not None and tracked.status.phase.terminal,
+        )
+        if verdict.stop_now:
+            if record.drain_announced:
+                pod_action(log, "drain", "done", pod=record.key, uid=record.uid, reason=verdict.reason)
+            return None
+        if not record.drain_announced and verdict.until is not None:
+            record.drain_announced = True
+            left = max(0.0, verdict.until - self._deps.now())
+            await self._deps.events.pod(
+                pod,
+                "Normal",
+                reasons.DRAINING,
+                f"endpoint terminating; the deployment keeps serving in-flight requests and is "
+                f"stopped in {left:.0f}s (grace period, at most traffic.drain_max_seconds)",
+            )
+        return Requeue(after=verdict.wait)
 
     async def _remove(
         self, pod: JSON, record: PodRecord, status: DeploymentStatus | None, provider: str, *, ended: bool

@@ -16,6 +16,8 @@ PROVIDER_LOST = "ProviderLost"
 CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
 
 ORPHAN_DELETED = "OrphanDeploymentDeleted"
+#: Ours: a deleted external replica's endpoint is terminating; its deployment stops later (pods/drain.py).
+DRAINING = "Draining"
 
 #: Deployment reasons that mean "the container exited" (restartPolicy applies), as opposed to a
 #: failure the provider names (GPUFault, Preempted, ...), which fails the pod.

@@ -35,6 +35,7 @@ class PodRecord:
     stopped_on: str = "none"  #: the provider the deletion stopped it on
     ended: bool = True  #: the provider confirmed the deployment ended (else: grace ran out)
     outcome_written: bool = False  #: the terminal status of the deletion is out: never twice
+    drain_announced: bool = False  #: the ``Draining`` Event of a graceful deletion is out (pods/drain.py)
     #: (provider, deployment id) whose route was asked for: asked once per deployment (per term)
     route_asked: tuple[str, str] | None = None
 

@@ -32,6 +32,7 @@ from vkprovider.pods.context import (
     ANNOTATION_OFFER,
     ANNOTATION_PROVIDER,
     TERMINAL,
+    EndpointLookup,
     Requeue,
     SyncDeps,
     SyncSettings,
@@ -70,6 +71,7 @@ class PodSync:
         settings: SyncSettings,
         *,
         wall_clock: Callable[[], float] = time.time,
+        endpoints: EndpointLookup | None = None,
     ) -> None:
         self.kube = kube
         self.providers = providers
@@ -80,7 +82,7 @@ class PodSync:
         self.settings = settings
         self.states = PodStates()
         self._deps = SyncDeps(
-            kube, providers, placer, tracker, events, objects, settings, self.states, wall_clock
+            kube, providers, placer, tracker, events, objects, settings, self.states, wall_clock, endpoints
         )
         self._now = wall_clock
         self.writer = StatusWriter(self._deps)

@@ -39,6 +39,7 @@ class TermSettings:
     queue_rate: float  #: retries per second, overall (a key's own backoff applies too)
     status_before_delete: bool = False
     traffic: TrafficConfig = field(default_factory=TrafficConfig)
+    zone: str | None = None  #: the virtual node's topology zone, written on published endpoints
 
 
 class Term:
@@ -75,6 +76,7 @@ class Term:
                 pods=self.informer,
                 services=self.services,
                 max_per_slice=settings.traffic.max_endpoints_per_slice,
+                zone=settings.zone,
             )
             if settings.traffic.publish_endpoints
             else None
@@ -102,6 +104,7 @@ class Term:
                 status_before_delete=settings.status_before_delete,
                 traffic=settings.traffic,
             ),
+            endpoints=self.publisher.endpoints_of if self.publisher is not None else None,
         )
         #: set once this term's informers listed and its tracker polled every provider
         self.synced = False

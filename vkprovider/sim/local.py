@@ -92,6 +92,7 @@ class VirtualNode:
             "lost_grace_seconds": 3.0,
             "backoff_base_seconds": 0.2,
             "backoff_max_seconds": 2.0,
+            "zone": node_config.topology_zone(),
             **self.controller_options,
         }
         self.controller = PodController(

@@ -30,6 +30,7 @@ import yaml
 from vkprovider.devcluster import Cluster, StartupError, kwok, metrics_server
 from vkprovider.devcluster.build import BuildError
 from vkprovider.devcluster.cluster import run_root
+from vkprovider.devcluster.datapath import provider_range, why_unavailable
 from vkprovider.devcluster.process import Process, ensure_port_free, free_port, spawn
 from vkprovider.sim import kueue, manifests
 from vkprovider.sim.local import fakecloud_module
@@ -141,6 +142,7 @@ class Stack:
         stack = cls(cluster, {}, "", pod_delays=bool(options), kueue=s.training.kueue)
         try:
             await stack._nodes(s)
+            await stack._datapath(s, say)
             if stack.kueue:
                 await stack._kueue_objects(say)
             await stack._clouds(s, say)
@@ -183,6 +185,20 @@ class Stack:
         kinds = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in objects if o["kind"] != "Namespace")
         say(f"applied deploy/kueue: {kinds}")
 
+    async def _datapath(self, s: Scenario, say: Callable[[str], None]) -> None:
+        """kube-proxy and the replicas' listeners (devcluster.datapath), so the scenario's
+        Services carry real requests; a machine without network namespaces gets a note."""
+        reason = await asyncio.to_thread(why_unavailable) if node_names(s) else "no local node"
+        if reason is None:
+            try:
+                net = await self.cluster.start_datapath(node_names(s)[0])
+            except StartupError as exc:
+                reason = str(exc)
+            else:
+                say(f"data path: kube-proxy (nftables) in {net.node}, replicas in {net.backends}")
+                return
+        self.notes.append(f"data path: not started ({reason}); Services carry no requests")
+
     async def _clouds(self, s: Scenario, say: Callable[[str], None]) -> None:
         config_dir = self.cluster.workdir / "sim"
         config_dir.mkdir(exist_ok=True)
@@ -190,7 +206,12 @@ class Stack:
         for i, p in enumerate(s.providers):
             config = manifests.fakecloud_config(s, p)
             if "ip_range" in fields:
-                config["ip_range"] = f"10.{64 + i}.0.0/16"  # each provider its own pod IPs
+                config["ip_range"] = provider_range(i)  # each its own, in the data path's plan
+            net = self.cluster.datapath
+            if net is not None and "serve_netns" in fields:
+                config["serve_netns"] = net.backends  # its deployments answer requests
+                if config.get("knobs", {}).get("routable", True):
+                    await asyncio.to_thread(net.route, config["ip_range"])
             path = config_dir / f"fakecloud-{p.name}.yaml"
             path.write_text(yaml.safe_dump(config, sort_keys=False))
             port = free_port()

@@ -71,6 +71,7 @@ class EndpointPublisher:
         pods: Informer,
         services: Informer,
         max_per_slice: int = 100,
+        zone: str | None = None,
         retry: Callable[[], Backoff] = lambda: Backoff(base=0.5, cap=30.0, jitter=0.25),
     ) -> None:
         self._kube = kube
@@ -78,6 +79,7 @@ class EndpointPublisher:
         self._pods = pods
         self._services = services
         self._max = max_per_slice
+        self._zone = zone
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_NODE}={node_label_value(node_name)}"
         self.slices = Informer(kube, SLICES_PATH, label_selector=selector, handler=self.on_slice)
         self._dirty: set[str] = set()
@@ -175,7 +177,7 @@ class EndpointPublisher:
             return {}
         namespace = service["metadata"].get("namespace", "")
         pods = [p for p in self._pods.cache.values() if p["metadata"].get("namespace") == namespace]
-        return desired_slices(service, pods, self._node, max_per_slice=self._max)
+        return desired_slices(service, pods, self._node, max_per_slice=self._max, zone=self._zone)
 
     def existing(self, key: str) -> dict[str, JSON]:
         namespace, _, name = key.partition("/")
@@ -185,6 +187,18 @@ class EndpointPublisher:
             if s["metadata"].get("namespace") == namespace
             and (s["metadata"].get("labels") or {}).get(LABEL_SERVICE_NAME) == name
         }
+
+    def endpoints_of(self, uid: str) -> list[JSON] | None:
+        """The endpoints of pod ``uid`` in our slices as last read back from the apiserver (the
+        drain before a delete waits until they show ``terminating``); None until listed."""
+        if not self.slices.synced.is_set():
+            return None
+        return [
+            endpoint
+            for found in self.slices.cache.values()
+            for endpoint in found.get("endpoints") or []
+            if (endpoint.get("targetRef") or {}).get("uid") == uid
+        ]
 
     async def reconcile(self, key: str) -> None:
         """Make the Service's slices equal to the desired ones, writing only differences."""

@@ -111,7 +111,30 @@ def address_type(address: str) -> str | None:
         return "FQDN" if ok else None
 
 
-def _endpoint(service: JSON, pod: JSON, address: str, node_name: str) -> JSON:
+#: ``spec.trafficDistribution`` values for which the EndpointSlice controller (``trafficdist``)
+#: writes hints, and kube-proxy then prefers endpoints hinted for its own zone (or node).
+CLOSE_DISTRIBUTIONS = frozenset({"PreferClose", "PreferSameZone", "PreferSameNode"})
+
+
+def hints(service: JSON, ready: bool, zone: str | None, node_name: str) -> JSON | None:
+    """The hints the controller's ``preferCloseHeuristic`` would write for this endpoint: for a
+    ready one of a Service with a close ``trafficDistribution``, its zone (and for
+    ``PreferSameNode`` its node). kube-proxy uses zone hints only while *every* ready endpoint
+    has one and one is hinted for its own zone: so while a local replica is ready in the
+    client's zone, ours (hinted for the virtual node's own zone) get no traffic from it, and
+    once none is, every endpoint is used again."""
+    distribution = (service.get("spec") or {}).get("trafficDistribution")
+    if not ready or distribution not in CLOSE_DISTRIBUTIONS:
+        return None
+    found: JSON = {}
+    if zone:
+        found["forZones"] = [{"name": zone}]
+    if distribution == "PreferSameNode":
+        found["forNodes"] = [{"name": node_name}]
+    return found or None
+
+
+def _endpoint(service: JSON, pod: JSON, address: str, node_name: str, zone: str | None = None) -> JSON:
     meta = pod["metadata"]
     publish_not_ready = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
     serving = is_ready(pod)
@@ -129,6 +152,11 @@ def _endpoint(service: JSON, pod: JSON, address: str, node_name: str) -> JSON:
             "uid": meta["uid"],
         },
     }
+    if zone:
+        endpoint["zone"] = zone
+    found = hints(service, ready, zone, node_name)
+    if found is not None:
+        endpoint["hints"] = found
     spec = pod.get("spec") or {}
     if spec.get("hostname") and spec.get("subdomain") == service["metadata"]["name"]:
         endpoint["hostname"] = spec["hostname"]
@@ -153,9 +181,11 @@ def slice_name(service_name: str, kind: str, ports: list[JSON], chunk: int) -> s
 
 
 def desired_slices(
-    service: JSON, pods: Iterable[JSON], node_name: str, *, max_per_slice: int = 100
+    service: JSON, pods: Iterable[JSON], node_name: str, *, max_per_slice: int = 100, zone: str | None = None
 ) -> dict[str, JSON]:
-    """``name → EndpointSlice`` for ``service`` (an empty dict when it selects no routed replica)."""
+    """``name → EndpointSlice`` for ``service`` (an empty dict when it selects no routed replica);
+    ``zone`` is the virtual node's ``topology.kubernetes.io/zone``, as the controller copies a
+    pod's node zone onto its endpoint."""
     groups: dict[tuple[str, str], tuple[list[JSON], list[JSON]]] = {}
     for pod, route in published_pods(service, pods):
         ports = endpoint_ports(service, pod, route)
@@ -164,7 +194,7 @@ def desired_slices(
             if kind is None:
                 continue
             key = (kind, json.dumps(ports, sort_keys=True))
-            groups.setdefault(key, (ports, []))[1].append(_endpoint(service, pod, address, node_name))
+            groups.setdefault(key, (ports, []))[1].append(_endpoint(service, pod, address, node_name, zone))
     meta = service["metadata"]
     labels = {
         LABEL_SERVICE_NAME: meta["name"],
@@ -229,6 +259,8 @@ def _normal_endpoints(endpoints: Any) -> list[tuple[Any, ...]]:
             bool(c.get("terminating")),
             e.get("nodeName") or "",
             e.get("hostname") or "",
+            e.get("zone") or "",
+            json.dumps(e.get("hints") or None, sort_keys=True),
             ref.get("uid") or "",
             ref.get("name") or "",
         )

@@ -53,7 +53,8 @@ async def test_the_tick_marks_what_fits_and_the_decision_reads_the_wave() -> Non
     decision = await g.tick(Signal(free=16))  # the raw reading says 16; only 2 replicas fit
     marks = [(path.rsplit("/", 1)[1], body["metadata"]["labels"]) for _, path, body in kube.writes]
     assert marks == [("r2", {MARK_LABEL: "true"}), ("r1", {MARK_LABEL: "true"})]
-    assert decision.action.value == "taint" and decision.message.startswith("2 free")
+    assert decision.action.value == "taint"
+    assert decision.message.startswith("2 GPUs of external replicas that fit locally")
 
 
 async def test_a_pinned_template_is_never_marked_and_nothing_taints() -> None:

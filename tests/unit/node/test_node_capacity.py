@@ -88,6 +88,7 @@ def test_metadata_patch_is_scoped_to_owned_labels_and_taints() -> None:
                 "kubernetes.io/hostname": "vk-a",
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": "vkprovider-external",
                 "gpu.vkprovider.io/L4": "true",
                 "gpu.vkprovider.io/OLD": "true",
                 "someone.else/label": "x",

@@ -147,3 +147,13 @@ def test_reachability_condition_names_the_providers() -> None:
     assert Reachability().condition()[:2] == ("False", "NoProviders")
     # Equality ignores the error text: a changing message is no reason to write.
     assert Reachability(("b",), ("a",), (("a", "x"),)) == Reachability(("b",), ("a",), (("a", "y"),))
+
+
+def test_the_node_is_in_a_zone_of_its_own_unless_configured_otherwise() -> None:
+    zone = "topology.kubernetes.io/zone"
+    assert node_labels(NodeConfig(name="vk-a"), [])[zone] == "vkprovider-external"
+    assert node_labels(NodeConfig(name="vk-a", zone="gpu-cloud"), [])[zone] == "gpu-cloud"
+    assert zone not in node_labels(NodeConfig(name="vk-a", zone=""), [])
+    explicit = NodeConfig(name="vk-a", labels={zone: "eu-west-1a"})
+    assert node_labels(explicit, [])[zone] == "eu-west-1a" == explicit.topology_zone()
+    assert NodeConfig(name="vk-a", zone="").topology_zone() is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,6 +248,7 @@ async def world(
     settings: SyncSettings | None = None,
     kube: FakeKube | None = None,
     cloud: Cloud | None = None,
+    endpoints: Callable[[str], list[JSON] | None] | None = None,
 ) -> World:
     """A fresh PodSync (a new process); pass ``kube``/``cloud`` to share them with another one."""
     clock = clock or Clock()
@@ -269,6 +270,7 @@ async def world(
         objects,
         settings or SyncSettings(node_name=NODE, host_ip="127.0.0.1"),
         wall_clock=clock,
+        endpoints=endpoints,
     )
     return World(kube, cloud, placer, tracker, objects, sync, clock, changed)
 

@@ -175,3 +175,31 @@ def test_differs_ignores_what_the_apiserver_adds_and_sees_what_we_set() -> None:
     assert not differs(stored, want)
     moved = only(desired_slices(svc, [pod("a", ready=False, route_value=route())], NODE))
     assert differs(stored, moved)
+
+
+def test_endpoints_carry_the_virtual_nodes_zone_and_hints_only_for_a_close_traffic_distribution() -> None:
+    replicas = [pod("a", route_value=route()), pod("b", ready=False, route_value=route("198.18.7.2"))]
+    plain = only(desired_slices(service("llm", selector={"app": "llm"}), replicas, NODE, zone="vk-zone"))
+    assert all(e["zone"] == "vk-zone" and "hints" not in e for e in plain["endpoints"])
+    for distribution in ("PreferClose", "PreferSameZone"):
+        svc = service("llm", selector={"app": "llm"}, trafficDistribution=distribution)
+        found = only(desired_slices(svc, replicas, NODE, zone="vk-zone"))
+        ready, not_ready = found["endpoints"]
+        # As the controller's trafficdist: a ready endpoint is hinted for its zone, others are not.
+        assert ready["hints"] == {"forZones": [{"name": "vk-zone"}]}
+        assert "hints" not in not_ready
+        assert differs(plain, found)  # a Service gaining the field rewrites the slice
+    same_node = service("llm", selector={"app": "llm"}, trafficDistribution="PreferSameNode")
+    (first, _) = only(desired_slices(same_node, replicas, NODE, zone="vk-zone"))["endpoints"]
+    assert first["hints"] == {"forZones": [{"name": "vk-zone"}], "forNodes": [{"name": NODE}]}
+    unzoned = only(desired_slices(service("llm", selector={"app": "llm"}), replicas, NODE))
+    assert all("zone" not in e for e in unzoned["endpoints"])
+
+
+def test_a_terminating_replica_loses_its_hint_as_it_stops_being_ready() -> None:
+    svc = service("llm", selector={"app": "llm"}, trafficDistribution="PreferSameZone")
+    leaving = pod("a", route_value=route())
+    leaving["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:10Z"
+    (endpoint,) = only(desired_slices(svc, [leaving], NODE, zone="vk-zone"))["endpoints"]
+    assert endpoint["conditions"] == {"ready": False, "serving": True, "terminating": True}
+    assert "hints" not in endpoint and endpoint["zone"] == "vk-zone"
