@@ -12,7 +12,8 @@ dry-run, the apply, ``rollout status``, ``approve-csr``, the leader from the Lea
 Checked: both vkprovider pods Running and Ready on the real node; ``vk-external`` registered by
 them (InternalIP = a pod IP) and Ready, with ``ProvidersReachable`` True (the fakecloud pods
 reached at their ``.svc`` names); the leader's logs through the real kubelet; a GPU pod bursting
-to a fakecloud, and its ``kubectl logs`` through the leader's kubelet API on its pod IP.
+to a fakecloud, and its ``kubectl logs`` and ``kubectl top`` (metrics-server) through the leader's
+kubelet API on its pod IP.
 Skips, naming the reason, where containers or a kubelet node cannot run (not root, no podman).
 """
 
@@ -32,7 +33,7 @@ import pytest
 
 from tests.support import eventually
 from tests.unit.deploy import rendering
-from vkprovider.devcluster import Cluster
+from vkprovider.devcluster import Cluster, metrics_server
 from vkprovider.devcluster import image as image_build
 from vkprovider.devcluster.containers import Unavailable
 from vkprovider.devcluster.kubelet_node import NodeUnavailable, RealNode, unavailable
@@ -70,6 +71,9 @@ def image() -> str:
 async def cluster(image: str) -> AsyncIterator[Cluster]:
     started = await Cluster.start(f"realnode-{os.getpid()}", gpu_nodes=0)
     try:
+        if started.kubelet_net is None:
+            pytest.skip("no network namespaces here (ip netns): no real kubelet node")
+        await metrics_server.start(started)  # kubectl top (docs/kubelet-api.md)
         yield started
     finally:
         await started.stop(remove=True)
@@ -229,7 +233,8 @@ async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
 ) -> None:
     """Install step 7 (approve the kubelet API's serving certificates), then a GPU pod in the
     served namespace bursts to a fakecloud, and ``kubectl logs`` of it goes from the apiserver to
-    the leader's kubelet API at its pod IP (on the real node's bridge) and on to the fakecloud.
+    the leader's kubelet API at its pod IP (on the real node's bridge) and on to the fakecloud;
+    ``kubectl top`` of it comes from metrics-server scraping the same kubelet API.
 
     Step 7 runs with ``--kubeconfig``: as written (``vkprovider approve-csr`` alone) it uses the
     in-cluster configuration only, which a workstation does not have."""
@@ -286,5 +291,14 @@ async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
 
         out = await eventually(logged, timeout=120, interval=2)
         print(f"\nkubectl logs {name} (through {leader_of(cluster)}'s kubelet API):\n{out}")
+
+        # metrics-server scrapes the leader's kubelet API (/metrics/resource) like a node's
+        async def top() -> str | None:
+            done = await asyncio.to_thread(
+                kubectl_result, cluster, "-n", SERVED, "top", "pod", name, "--no-headers"
+            )
+            return done.stdout if done.returncode == 0 and done.stdout.startswith(name) else None
+
+        print(f"kubectl top pod {name}: {(await eventually(top, timeout=180, interval=3)).strip()}")
     finally:
         kubectl(cluster, "-n", SERVED, "delete", "pod", name, "--wait=false")
