@@ -98,7 +98,8 @@ image-push: image
 image-if-possible: install
 	@$(BIN)/python -m vkprovider.devcluster.image build --if-possible >&2
 
-# The image run as the Deployment runs it, against the dev cluster (tests/image/test_image.py).
+# The image run as the Deployment runs it, against the dev cluster (tests/image/test_image.py), and
+# installed with kubectl apply -k as pods of a real kubelet node (tests/image/test_real_node.py).
 image-test: image cluster-build
 	$(BIN)/python -m pytest -q -s -n 0 -rs tests/image
 

@@ -1,13 +1,16 @@
 """Remote-Kubernetes adapter: each pod runs as one pod ``vk-<uid>`` on another cluster.
 
 The remote cluster does the real work (scheduling, restarts, status); this adapter only
-translates. Idempotency comes from the deterministic pod name (a second create gets 409), node
-scoping from the node-name label (one label-selector list), and offers from the remote nodes'
-allocatable GPUs minus what running pods request.
+translates. The Provider plumbing (per-UID serialisation, find-before-create, tolerant delete,
+``NotFound`` for unknown UIDs, bounded logs) is the adapter kit's (``CloudAdapter``); the cloud
+id is the deterministic pod name (``known_id``: no search, and a second create gets 409), node
+scoping comes from the node-name label (one label-selector list), and offers from the remote
+nodes' allocatable GPUs minus what running pods request.
 """
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 
 from vkprovider.plugins.api import (
     Capabilities,
+    CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
@@ -25,7 +29,6 @@ from vkprovider.plugins.api import (
     PortMapping,
     ProviderError,
     ProviderInfo,
-    UidLocks,
     normalize_gpu,
 )
 
@@ -38,13 +41,14 @@ from .status import identity, offers_from_nodes, status_from_pod
 log = logging.getLogger(__name__)
 
 
-class KubernetesProvider:
-    """``Provider`` + ``SupportsLogs`` backed by a remote cluster."""
+class KubernetesProvider(CloudAdapter[dict[str, Any]]):
+    """``Provider`` + ``SupportsLogs`` + ``SupportsEndpoints`` backed by a remote cluster."""
 
     Settings: ClassVar[type[KubernetesSettings]] = KubernetesSettings
+    kind = "remote pod"
 
     def __init__(self, name: str, settings: KubernetesSettings) -> None:
-        self._name = name
+        super().__init__(name)
         self._settings = settings
         self._cluster = RemoteCluster(
             name,
@@ -56,14 +60,9 @@ class KubernetesProvider:
             log_max_connections=settings.log_max_connections,
         )
         self._namespace_ready = not settings.create_namespace
-        self._deploy_locks = UidLocks()
 
     def __repr__(self) -> str:
         return f"KubernetesProvider(name={self._name!r}, namespace={self._settings.namespace!r})"
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     async def info(self) -> ProviderInfo:
         return ProviderInfo(
@@ -79,43 +78,66 @@ class KubernetesProvider:
     def _node_selector(self) -> str:
         return ",".join(f"{k}={v}" for k, v in sorted(self._settings.node_selector.items()))
 
-    async def offers(self) -> list[Offer]:
+    async def offers(self) -> builtins.list[Offer]:
         nodes = await self._cluster.list_nodes(self._node_selector())
         pods = await self._cluster.list_active_pods_everywhere() if self._settings.count_requested else []
         return offers_from_nodes(self._name, nodes, pods, self._settings)
 
-    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
-        async with self._deploy_locks.lock(request.uid):
-            try:
-                return await self.get(request.uid)
-            except NotFound:
-                pass
-            manifests = Manifests(request, self._settings, await self._gpu_values(request))
-            namespace = self._settings.namespace
-            if not self._namespace_ready:
-                await self._cluster.ensure_namespace(namespace)
-                self._namespace_ready = True
-            try:
-                pod = await self._cluster.create_pod(namespace, manifests.pod)
-            except AlreadyExists:
-                return await self.get(request.uid)
-            try:
-                for secret in (manifests.secret, manifests.pull_secret):
-                    if secret is not None:
-                        await self._cluster.create_secret(namespace, owned_by(secret, pod))
-            except ProviderError:
-                # never leave a pod waiting forever on a Secret that is not coming
-                await self._cluster.delete("pod", namespace, manifests.name)
-                raise
-            await self._expose(pod)
-            log.info(
-                "provider %s: created pod %s/%s for uid %s",
-                self._name,
-                namespace,
-                manifests.name,
-                request.uid,
-            )
-            return status_from_pod(self._name, pod)
+    # ---- the kit's hooks: the remote cluster's mapping ----------------------------------------
+
+    def identity(self, raw: Any) -> tuple[str, str] | None:
+        return identity(raw)
+
+    def parse(self, raw: Any) -> dict[str, Any]:
+        view: dict[str, Any] = raw
+        return view
+
+    def cloud_id(self, view: dict[str, Any]) -> str:
+        return str(view["metadata"]["name"])
+
+    def status(self, view: dict[str, Any]) -> DeploymentStatus:
+        return status_from_pod(self._name, view)
+
+    def known_id(self, uid: str) -> str | None:
+        return pod_name(uid)
+
+    async def fetch(self, cloud_id: str) -> Any:
+        return await self._cluster.read_pod(self._settings.namespace, cloud_id)
+
+    async def fetch_all(self, node_name: str | None) -> builtins.list[Any]:
+        selector = node_selector_labels(node_name) if node_name is not None else ""
+        return await self._cluster.list_pods(self._settings.namespace, selector)
+
+    async def create(self, request: DeploymentRequest) -> DeploymentStatus:
+        manifests = Manifests(request, self._settings, await self._gpu_values(request))
+        namespace = self._settings.namespace
+        if not self._namespace_ready:
+            await self._cluster.ensure_namespace(namespace)
+            self._namespace_ready = True
+        try:
+            pod = await self._cluster.create_pod(namespace, manifests.pod)
+        except AlreadyExists:
+            return await self.get(request.uid)
+        try:
+            for secret in (manifests.secret, manifests.pull_secret):
+                if secret is not None:
+                    await self._cluster.create_secret(namespace, owned_by(secret, pod))
+        except ProviderError:
+            # never leave a pod waiting forever on a Secret that is not coming
+            await self._cluster.delete("pod", namespace, manifests.name)
+            raise
+        await self._expose(pod)
+        return status_from_pod(self._name, pod)
+
+    async def remove(self, cloud_id: str, grace_period_seconds: float | None) -> None:
+        namespace = self._settings.namespace
+        # The remote kubelet honours the pod's grace period; ``get`` shows it until it is gone.
+        grace = None if grace_period_seconds is None else max(0, math.ceil(grace_period_seconds))
+        await self._cluster.delete("pod", namespace, cloud_id, grace_period_seconds=grace)
+        for secret in (cloud_id, f"{cloud_id}-pull"):  # owned by the pod too; explicit in case GC lags
+            await self._cluster.delete("secret", namespace, secret)
+        if self._settings.expose != "none":
+            await self._cluster.delete("service", namespace, cloud_id)
 
     async def _expose(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """Create the pod's Service (``expose``), early so a load balancer has time to come up.
@@ -132,14 +154,10 @@ class KubernetesProvider:
             return None
         return created
 
-    async def endpoints(self, uid: str) -> DeploymentEndpoints:
+    async def endpoints_of(self, uid: str, pod: dict[str, Any]) -> DeploymentEndpoints:
         """The address of the pod's Service: a NodePort on ``node_addresses`` (default: the
         pod's hostIP), or the LoadBalancer's ingress; container port → nodePort / port."""
         namespace, name = self._settings.namespace, pod_name(uid)
-        pod = await self._cluster.read_pod(namespace, name)
-        found = identity(pod)
-        if found is None or found[0] != uid:
-            raise NotFound(f"remote pod {name} belongs to another uid", provider=self._name)
         status = pod.get("status") or {}
         if self._settings.expose == "none" or status.get("phase") != "Running":
             return DeploymentEndpoints(uid=uid)
@@ -168,7 +186,7 @@ class KubernetesProvider:
         ]
         return DeploymentEndpoints(uid=uid, addresses=addresses if ports else [], ports=ports)
 
-    async def _gpu_values(self, request: DeploymentRequest) -> list[str]:
+    async def _gpu_values(self, request: DeploymentRequest) -> builtins.list[str]:
         """GPU-type label values the pod may land on: the offer's, or every node value of the type."""
         if request.offer_id:
             parsed = parse_offer_id(request.offer_id)
@@ -188,40 +206,8 @@ class KubernetesProvider:
             raise NoCapacity(f"no remote node has GPU type {request.gpu_type}", provider=self._name)
         return sorted(values)
 
-    async def get(self, uid: str) -> DeploymentStatus:
-        pod = await self._cluster.read_pod(self._settings.namespace, pod_name(uid))
-        found = identity(pod)
-        if found is None or found[0] != uid:
-            raise NotFound(f"remote pod {pod_name(uid)} belongs to another uid", provider=self._name)
-        return status_from_pod(self._name, pod)
-
-    async def list(self, node_name: str) -> list[DeploymentStatus]:
-        pods = await self._cluster.list_pods(self._settings.namespace, node_selector_labels(node_name))
-        statuses = []
-        for pod in pods:
-            found = identity(pod)
-            if found is not None and found[1] == node_name:
-                statuses.append(status_from_pod(self._name, pod))
-        return statuses
-
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
-        namespace, name = self._settings.namespace, pod_name(uid)
-        try:
-            await self.get(uid)
-        except NotFound:
-            return
-        # The remote kubelet honours the pod's grace period; ``get`` shows it until it is gone.
-        grace = None if grace_period_seconds is None else max(0, math.ceil(grace_period_seconds))
-        await self._cluster.delete("pod", namespace, name, grace_period_seconds=grace)
-        for secret in (name, f"{name}-pull"):  # owned by the pod too; explicit in case GC lags
-            await self._cluster.delete("secret", namespace, secret)
-        if self._settings.expose != "none":
-            await self._cluster.delete("service", namespace, name)
-        log.info("provider %s: deleted pod %s/%s for uid %s", self._name, namespace, name, uid)
-
-    async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+    async def log_chunks(self, uid: str, pod: dict[str, Any], options: LogOptions) -> AsyncIterator[bytes]:
         """The remote pod log API, with the kubelet's options passed straight through."""
-        await self.get(uid)
         params: dict[str, Any] = {"follow": options.follow, "timestamps": options.timestamps}
         if options.container:
             params["container"] = options.container
@@ -231,7 +217,7 @@ class KubernetesProvider:
             params["since_seconds"] = options.since_seconds
         if options.limit_bytes is not None:
             params["limit_bytes"] = options.limit_bytes
-        stream = self._cluster.stream_log(self._settings.namespace, pod_name(uid), params)
+        stream = self._cluster.stream_log(self._settings.namespace, self.cloud_id(pod), params)
         try:
             async for chunk in stream:
                 yield chunk

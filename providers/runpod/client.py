@@ -1,8 +1,8 @@
 """HTTP calls to the RunPod REST API v2, and the one function that turns failures into error classes.
 
 Shapes follow ``runpod-rest-v2.openapi.json`` (see docs/providers.md). Every call goes through
-``_request`` so that transport failures, HTTP errors and undecodable bodies are all mapped in
-``map_error``; callers only ever see the provider error classes.
+the kit's ``KeyedHttpClient`` (``send``/``send_json``), so transport failures, HTTP errors and
+undecodable bodies are all mapped in one place; callers only ever see the provider error classes.
 """
 
 from __future__ import annotations
@@ -18,14 +18,8 @@ from vkprovider.plugins.api import (
     InvalidRequest,
     KeyedHttpClient,
     NoCapacity,
-    NotFound,
     ProviderError,
-    Transient,
     error_body,
-    json_body,
-    require_field,
-    response_error,
-    transport_error,
 )
 
 
@@ -50,34 +44,11 @@ _CAPACITY_WORDING = re.compile(
 )
 
 
-def _detail(response: httpx.Response) -> str:
-    """``title: detail [errors]`` from an RFC 7807 body, or a clipped raw body."""
-    body = error_body(response)
-    if isinstance(body, str):
-        return body
-    parts = [str(body.get("detail") or body.get("title") or response.reason_phrase)]
-    errors = body.get("errors")
-    if isinstance(errors, list) and errors:
-        parts.append("; ".join(str(e) for e in errors[:5]))
-    return ": ".join(parts)
+class RunPodClient(KeyedHttpClient[Op]):
+    """Typed calls to the API over one pooled, key-authenticated client (see ``KeyedHttpClient``).
 
-
-def _runpod_reading(op: Op, status: int, detail: str) -> type[ProviderError] | None:
-    """Where RunPod departs from the shared status table (``None``: the table decides)."""
-    if op is Op.CREATE:
-        if status == 403 or (status == 400 and _CAPACITY_WORDING.search(detail)):
-            return NoCapacity
-        if status == 404:
-            return InvalidRequest
-    return None
-
-
-def map_error(
-    provider: str, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
-) -> ProviderError:
-    """The single mapping from a failed RunPod call to a provider error class.
-
-    The shared table (``vkprovider.plugins.api.error_for_status``) with RunPod's own readings:
+    Failures are read by the shared status table with RunPod's own readings
+    (:meth:`error_class`):
 
     * transport errors, timeouts, 5xx, undecodable bodies → ``Transient``
     * 429 → ``Transient`` with ``retry_after`` from ``Retry-After`` (integer seconds on this API)
@@ -90,64 +61,45 @@ def map_error(
     * 404 → ``NotFound``, except on create (unknown template/GPU id) → ``InvalidRequest``
     * 409, 422 and other 4xx → ``InvalidRequest``
     """
-    if exc is not None:
-        return transport_error(op.value, exc, provider=provider)
-    assert response is not None
-    detail = _detail(response)
-    return response_error(
-        response,
-        op.value,
-        detail,
-        provider=provider,
-        override=_runpod_reading(op, response.status_code, detail),
-    )
 
+    def error_detail(self, response: httpx.Response) -> str:
+        """``title: detail [errors]`` from an RFC 7807 body, or a clipped raw body."""
+        body = error_body(response)
+        if isinstance(body, str):
+            return body
+        parts = [str(body.get("detail") or body.get("title") or response.reason_phrase)]
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors:
+            parts.append("; ".join(str(e) for e in errors[:5]))
+        return ": ".join(parts)
 
-class RunPodClient(KeyedHttpClient[Op]):
-    """Typed calls to the API over one pooled, key-authenticated client (see ``KeyedHttpClient``)."""
-
-    def map_error(
-        self, op: Op, *, response: httpx.Response | None = None, exc: Exception | None = None
-    ) -> ProviderError:
-        return map_error(self._provider, op, response=response, exc=exc)
-
-    def _object(self, op: Op, response: httpx.Response, key: str | None = None) -> Any:
-        body = json_body(response, op.value, provider=self._provider)
-        if key is not None:
-            body = require_field(body, key, op.value, provider=self._provider)
-        return body
+    def error_class(self, op: Op, status: int, detail: str) -> type[ProviderError] | None:
+        if op is Op.CREATE:
+            if status == 403 or (status == 400 and _CAPACITY_WORDING.search(detail)):
+                return NoCapacity
+            if status == 404:
+                return InvalidRequest
+        return None
 
     async def list_gpu_types(self, *, cloud: str, availability: bool = True) -> list[Any]:
         params: dict[str, str] = {"cloud": cloud, "include": "AVAILABILITY", "product": "POD"}
         if not availability:
             params = {}
-        response = await self.send(Op.CATALOG, "GET", "/v2/catalog/gpus", params=params)
-        gpus = self._object(Op.CATALOG, response, "gpus")
-        if not isinstance(gpus, list):
-            raise Transient("catalog: 'gpus' is not a list", provider=self._provider)
-        return gpus
+        body = await self.send_json(Op.CATALOG, "GET", "/v2/catalog/gpus", params=params)
+        return self.list_field(Op.CATALOG, body, "gpus")
 
     async def list_pods(self) -> list[Any]:
-        response = await self.send(Op.READ, "GET", "/v2/pods")
-        pods = self._object(Op.READ, response, "pods")
-        if not isinstance(pods, list):
-            raise Transient("read: 'pods' is not a list", provider=self._provider)
-        return pods
+        return self.list_field(Op.READ, await self.send_json(Op.READ, "GET", "/v2/pods"), "pods")
 
     async def get_pod(self, pod_id: str) -> Any:
-        response = await self.send(Op.READ, "GET", f"/v2/pods/{pod_id}")
-        return self._object(Op.READ, response)
+        return await self.send_json(Op.READ, "GET", f"/v2/pods/{pod_id}")
 
     async def create_pod(self, body: dict[str, Any]) -> Any:
-        response = await self.send(Op.CREATE, "POST", "/v2/pods", json=body)
-        return self._object(Op.CREATE, response)
+        return await self.send_json(Op.CREATE, "POST", "/v2/pods", json=body)
 
     async def delete_pod(self, pod_id: str) -> None:
-        """Terminate; a pod that is already gone counts as deleted."""
-        try:
-            await self.send(Op.DELETE, "DELETE", f"/v2/pods/{pod_id}")
-        except NotFound:
-            return
+        """Terminate (a pod already gone is ``NotFound``, which the adapter kit tolerates)."""
+        await self.send(Op.DELETE, "DELETE", f"/v2/pods/{pod_id}")
 
     async def stream_logs(self, pod_id: str, params: dict[str, str | int]) -> AsyncGenerator[str, None]:
         """Yield the raw SSE lines of ``GET /v2/pods/{id}/logs`` (the caller parses events).

@@ -19,8 +19,6 @@ from pydantic import BaseModel, ConfigDict
 
 from vkprovider.plugins.api import (
     Container,
-    ContainerState,
-    ContainerStatus,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
@@ -29,6 +27,7 @@ from vkprovider.plugins.api import (
     Phase,
     PortMapping,
     normalize_catalog_gpu,
+    one_container_status,
     parse_model,
 )
 
@@ -259,34 +258,20 @@ def status_from_pod(provider: str, pod: PodView) -> DeploymentStatus:
         message = f"RunPod reported unknown status {pod.status!r}"
     elif phase is Phase.FAILED:
         message = f"RunPod reports the pod {pod.status}"
-    ready = phase is Phase.RUNNING
-    container_state = {
-        Phase.RUNNING: ContainerState.RUNNING,
-        Phase.FAILED: ContainerState.TERMINATED,
-    }.get(phase, ContainerState.WAITING)
     ip, endpoint = _address(pod)
-    return DeploymentStatus(
+    return one_container_status(
         uid=pod.env.get(ENV_UID, ""),
-        phase=phase,
-        ready=ready,
         node_name=pod.env.get(ENV_NODE, ""),
         provider_id=pod.id,
-        ip=ip,
-        endpoint=endpoint,
+        phase=phase,
         reason=reason,
         message=message,
+        container=pod.env.get(ENV_CONTAINER, "main"),
+        image=pod.image,
+        ip=ip,
+        endpoint=endpoint,
         started_at=pod.startedAt,
         price_per_hour=pod.cost,
-        containers=[
-            ContainerStatus(
-                name=pod.env.get(ENV_CONTAINER, "main"),
-                state=container_state,
-                ready=ready,
-                reason=reason,
-                started_at=pod.startedAt if phase is Phase.RUNNING else None,
-                image=pod.image,
-            )
-        ],
     )
 
 

@@ -17,8 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from vkprovider.plugins.api import (
-    ContainerState,
-    ContainerStatus,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
@@ -28,6 +26,7 @@ from vkprovider.plugins.api import (
     PortMapping,
     RegistryCredential,
     normalize_catalog_gpu,
+    one_container_status,
     parse_model,
 )
 
@@ -252,34 +251,21 @@ def status_from_instance(provider: str, instance: InstanceView) -> DeploymentSta
         )
     message = instance.status_msg or ""
     identity = parse_label(instance.label) or ("", "")
-    ready = phase is Phase.RUNNING
     started = datetime.fromtimestamp(instance.start_date, UTC) if instance.start_date else None
-    state = {Phase.RUNNING: ContainerState.RUNNING, Phase.FAILED: ContainerState.TERMINATED}.get(
-        phase, ContainerState.WAITING
-    )
-    return DeploymentStatus(
+    return one_container_status(
         uid=identity[0],
-        phase=phase,
-        ready=ready,
         node_name=identity[1],
         provider_id=str(instance.id),
-        ip=instance.public_ipaddr or None,
-        endpoint=_endpoint(instance),
+        phase=phase,
         reason=reason,
         message=message,
-        started_at=started if ready else None,
+        container=_env(instance.extra_env).get(ENV_CONTAINER, "main"),
+        container_message=message,
+        image=instance.image_uuid or "",
+        ip=instance.public_ipaddr or None,
+        endpoint=_endpoint(instance),
+        started_at=started if phase is Phase.RUNNING else None,
         price_per_hour=instance.dph_total,
-        containers=[
-            ContainerStatus(
-                name=_env(instance.extra_env).get(ENV_CONTAINER, "main"),
-                state=state,
-                ready=ready,
-                reason=reason,
-                message=message,
-                started_at=started if ready else None,
-                image=instance.image_uuid or "",
-            )
-        ],
     )
 
 

@@ -10,23 +10,18 @@ in-process and gRPC variants run; the plugin-subprocess variant is skipped.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
-import importlib.util
 import itertools
 import json
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
-import respx
 
-from vkprovider.contract.harness import DelayStats, Harness, Op
+from tests.contract.respx_cloud import KnobbedCloud, RespxHarness, load_spec_helper
+from vkprovider.contract.harness import Harness
 from vkprovider.plugins.api import (
     Container,
     DeploymentRequest,
@@ -41,7 +36,6 @@ from vkprovider.plugins.api import (
 )
 
 BASE = "https://runpod.fake.test"
-SPEC_HELPER = Path(__file__).resolve().parents[1] / "unit" / "providers" / "openapi.py"
 #: contract operation → the fake endpoint group its HTTP call hits
 ENDPOINT = {
     "probe": "pods",
@@ -52,16 +46,6 @@ ENDPOINT = {
     "delete": "delete",
 }
 PHASE_TO_STATUS = {Phase.PENDING: "PROVISIONING", Phase.RUNNING: "RUNNING", Phase.FAILED: "ERROR"}
-
-
-def load_spec_helper() -> ModuleType | None:
-    """tests/unit/providers/openapi.py, if present (it validates against the published spec)."""
-    spec = importlib.util.spec_from_file_location("vk_contract_openapi", SPEC_HELPER)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def http_error(error: ProviderError) -> httpx.Response:
@@ -81,10 +65,11 @@ def http_error(error: ProviderError) -> httpx.Response:
     return httpx.Response(status, json=body, headers=headers)
 
 
-class FakeRunPod:
+class FakeRunPod(KnobbedCloud):
     """Pods, catalog and knobs; every handler first applies the knobs of its endpoint."""
 
     def __init__(self) -> None:
+        super().__init__()
         helper = load_spec_helper()
         try:
             self.spec = helper.runpod() if helper is not None else None
@@ -92,11 +77,6 @@ class FakeRunPod:
             self.spec = None
         self.pods: dict[str, dict[str, Any]] = {}
         self.ids = itertools.count(1)
-        self.failures: dict[str, ProviderError] = {}
-        self.delays: dict[str, float] = {}
-        self.started: dict[str, int] = defaultdict(int)
-        self.cancelled: dict[str, int] = defaultdict(int)
-        self.router = respx.mock(assert_all_called=False, assert_all_mocked=False)
         r = self.router
         r.get(f"{BASE}/v2/catalog/gpus").mock(side_effect=self.catalog)
         r.get(f"{BASE}/v2/pods").mock(side_effect=self.list_pods)
@@ -106,17 +86,8 @@ class FakeRunPod:
         r.delete(url__regex=rf"^{BASE}/v2/pods/(?P<pod_id>[^/?]+)$").mock(side_effect=self.delete)
         r.route().pass_through()  # anything else (other harnesses' servers) is real traffic
 
-    async def knobs(self, endpoint: str) -> httpx.Response | None:
-        seconds = self.delays.get(endpoint, 0.0)
-        if seconds:
-            self.started[endpoint] += 1
-            try:
-                await asyncio.sleep(seconds)
-            except asyncio.CancelledError:
-                self.cancelled[endpoint] += 1
-                raise
-        error = self.failures.pop(endpoint, None)
-        return http_error(error) if error is not None else None
+    def http_error(self, error: ProviderError) -> httpx.Response:
+        return http_error(error)
 
     async def catalog(self, request: httpx.Request) -> httpx.Response:
         if (failed := await self.knobs("catalog")) is not None:
@@ -203,17 +174,10 @@ class FakeRunPod:
         return httpx.Response(200, text="\n".join(events), headers={"Content-Type": "text/event-stream"})
 
 
-class RunPodHarness(Harness):
+class RunPodHarness(RespxHarness):
     adapter = "runpod"
-    shared_backend = False
-
-    def __init__(self, fake: FakeRunPod) -> None:
-        self.fake = fake
-
-    def active(self) -> contextlib.AbstractContextManager[object]:
-        """The respx router, started around each test only: it patches httpx process-wide and its
-        catch-all pass-through would take every other test's requests to the real network."""
-        return self.fake.router
+    endpoints = ENDPOINT
+    fake: FakeRunPod
 
     def settings(self) -> dict[str, Any]:
         return {"base_url": BASE, "api_key": "contract-test-key", "log_idle_seconds": 0.5}
@@ -235,16 +199,6 @@ class RunPodHarness(Harness):
             gpu_count=1,
             offer_id="SECURE/US-KS-2/NVIDIA GeForce RTX 4090/1",
         )
-
-    async def fail_next(self, op: Op, error: ProviderError) -> None:
-        self.fake.failures[ENDPOINT[op]] = error
-
-    async def delay(self, op: Op, seconds: float) -> None:
-        self.fake.delays[ENDPOINT[op]] = seconds
-
-    async def delay_stats(self, op: Op) -> DelayStats:
-        endpoint = ENDPOINT[op]
-        return DelayStats(started=self.fake.started[endpoint], cancelled=self.fake.cancelled[endpoint])
 
     async def advance(self, uid: str, phase: Phase) -> None:
         if phase not in PHASE_TO_STATUS:

@@ -10,23 +10,19 @@ plugin-subprocess variant is skipped.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import itertools
 import json
 import re
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import respx
-from harness_runpod import load_spec_helper
 
-from vkprovider.contract.harness import DelayStats, Harness, Op
+from tests.contract.respx_cloud import KnobbedCloud, RespxHarness, load_spec_helper
+from vkprovider.contract.harness import Harness
 from vkprovider.plugins.api import (
     Container,
     DeploymentRequest,
@@ -74,8 +70,9 @@ def http_error(error: ProviderError) -> httpx.Response:
     return httpx.Response(status, json=body, headers=headers)
 
 
-class FakeVast:
+class FakeVast(KnobbedCloud):
     def __init__(self) -> None:
+        super().__init__()
         helper = load_spec_helper()
         try:
             self.spec = helper.vastai() if helper is not None else None
@@ -84,11 +81,6 @@ class FakeVast:
         self.instances: dict[int, dict[str, Any]] = {}
         self.exposed: dict[int, list[str]] = {}  #: instance id -> container ports its create exposed
         self.ids = itertools.count(5000)
-        self.failures: dict[str, ProviderError] = {}
-        self.delays: dict[str, float] = {}
-        self.started: dict[str, int] = defaultdict(int)
-        self.cancelled: dict[str, int] = defaultdict(int)
-        self.router = respx.mock(assert_all_called=False, assert_all_mocked=False)
         r = self.router
         r.post(f"{BASE}/api/v0/bundles").mock(side_effect=self.search)
         r.put(url__regex=rf"^{BASE}/api/v0/asks/(?P<ask>\d+)$").mock(side_effect=self.create)
@@ -101,17 +93,8 @@ class FakeVast:
         r.get(url__regex=rf"^{LOGS}/(?P<iid>\d+)\.log$").mock(side_effect=self.log_file)
         r.route().pass_through()
 
-    async def knobs(self, endpoint: str) -> httpx.Response | None:
-        seconds = self.delays.get(endpoint, 0.0)
-        if seconds:
-            self.started[endpoint] += 1
-            try:
-                await asyncio.sleep(seconds)
-            except asyncio.CancelledError:
-                self.cancelled[endpoint] += 1
-                raise
-        error = self.failures.pop(endpoint, None)
-        return http_error(error) if error is not None else None
+    def http_error(self, error: ProviderError) -> httpx.Response:
+        return http_error(error)
 
     async def search(self, request: httpx.Request) -> httpx.Response:
         if (failed := await self.knobs("search")) is not None:
@@ -196,17 +179,10 @@ class FakeVast:
         return httpx.Response(200, content=b"loading\nready\n")
 
 
-class VastAiHarness(Harness):
+class VastAiHarness(RespxHarness):
     adapter = "vastai"
-    shared_backend = False
-
-    def __init__(self, fake: FakeVast) -> None:
-        self.fake = fake
-
-    def active(self) -> contextlib.AbstractContextManager[object]:
-        """The respx router, started around each test only: it patches httpx process-wide and its
-        catch-all pass-through would take every other test's requests to the real network."""
-        return self.fake.router
+    endpoints = ENDPOINT
+    fake: FakeVast
 
     def settings(self) -> dict[str, Any]:
         return {"base_url": BASE, "api_key": "contract-test-key", "log_fetch_interval_seconds": 0.05}
@@ -224,16 +200,6 @@ class VastAiHarness(Harness):
             gpu_count=1,
             offer_id=str(ASK_ID),
         )
-
-    async def fail_next(self, op: Op, error: ProviderError) -> None:
-        self.fake.failures[ENDPOINT[op]] = error
-
-    async def delay(self, op: Op, seconds: float) -> None:
-        self.fake.delays[ENDPOINT[op]] = seconds
-
-    async def delay_stats(self, op: Op) -> DelayStats:
-        endpoint = ENDPOINT[op]
-        return DelayStats(started=self.fake.started[endpoint], cancelled=self.fake.cancelled[endpoint])
 
     async def advance(self, uid: str, phase: Phase) -> None:
         if phase not in PHASE_TO_STATUS:

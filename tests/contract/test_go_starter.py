@@ -46,3 +46,8 @@ def test_generated_messages_match_the_proto(tmp_path: Path) -> None:
 
 def test_the_module_vets_clean() -> None:
     go("vet", "./...")
+
+
+def test_the_starters_helpers_pass_their_go_tests() -> None:
+    """``plugin.ErrorForStatus`` (the shared status table), ``RetryAfterSeconds``, ``UIDLocks``."""
+    go("test", "./plugin/")

@@ -1,6 +1,7 @@
 """``vkprovider plugin new``: the generated package, installed into a fresh venv next to
 vkprovider (built from this checkout, not editable), passes the contract suite through the
-pytest plugin; with its per-UID lock removed it fails the concurrent-first-deploy test; and
+pytest plugin; with its identity mapping broken (so the kit's find-before-create finds nothing)
+it fails the concurrent-first-deploy test; and
 ``mypy --strict`` on it, from outside the repo, finds the typed plugin API of the editable dev
 install.
 
@@ -26,7 +27,8 @@ from vkprovider.cli import main
 from vkprovider.cli.plugin_new import generate
 
 REPO = Path(__file__).resolve().parents[2]
-LOCK_LINE = "        async with self._locks.lock(request.uid):"
+#: The generated adapter's reading of its labels; the kit finds existing deployments through it.
+IDENTITY_LINE = "        if not isinstance(labels, dict) or LABEL_POD_UID not in labels:"
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -92,7 +94,7 @@ def new_package(tmp_path: Path, python: Path) -> Path:
     return package
 
 
-def test_a_generated_package_passes_the_suite_and_fails_it_without_its_lock(
+def test_a_generated_package_passes_the_suite_and_fails_it_without_its_identity(
     fresh_venv: Path, tmp_path: Path
 ) -> None:
     package = new_package(tmp_path, fresh_venv)
@@ -102,8 +104,8 @@ def test_a_generated_package_passes_the_suite_and_fails_it_without_its_lock(
 
     adapter = package / "vkprovider_acme_gpu" / "adapter.py"  # an editable install: edits take effect
     source = adapter.read_text()
-    assert LOCK_LINE in source
-    adapter.write_text(source.replace(LOCK_LINE, "        if True:  # broken: no per-UID lock"))
+    assert IDENTITY_LINE in source
+    adapter.write_text(source.replace(IDENTITY_LINE, "        if True:  # broken: never recognises its own"))
     result = run(
         fresh_venv, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "concurrent_first", cwd=package
     )

@@ -13,7 +13,7 @@ controller approves. This approves exactly those, each only if all of this holds
 * its usages are ``server auth`` and ``digital signature`` (``key encipherment`` allowed).
 
 Anything else is left pending and printed with the reasons (a person decides; nothing is
-denied). It runs with the caller's kubeconfig (``--kubeconfig``, else in-cluster), which needs
+denied). It runs with the caller's kubeconfig (``--kubeconfig``, else as kubectl finds one), which needs
 ``list``/``get`` on ``certificatesigningrequests``, ``update`` on
 ``certificatesigningrequests/approval``, ``approve`` on ``signers`` named
 ``kubernetes.io/kubelet-serving``, and ``list`` on pods in the service's namespace
@@ -62,7 +62,11 @@ def register(subparsers: Any) -> None:
         help="label selector of the service's pods, whose IPs may be SANs",
     )
     parser.add_argument("--ip", action="append", default=[], help="another IP SAN to allow (repeatable)")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster)")
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig (default: as kubectl: in a pod its ServiceAccount, else $KUBECONFIG or ~/.kube/config)",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would be approved, approve nothing"
     )

@@ -1,7 +1,7 @@
 """``vkprovider plugin new NAME``: write a ready adapter package that passes the contract suite.
 
-The package holds an adapter skeleton (every ``Provider`` method, its contract rule in the
-docstring), a small FastAPI fake backend with test-control endpoints, a contract-suite harness
+The package holds an adapter on the adapter kit (``CloudAdapter``: only the cloud's mapping, each
+hook's rule in its docstring), a small FastAPI fake backend with test-control endpoints, a contract-suite harness
 for it and a pyproject whose entry point registers the adapter and whose pytest settings name
 the harness, so ``pip install -e '.[test]' && pytest`` is green before the author writes a line.
 The files are templates in ``plugin_template/`` (``string.Template``: ``${name}`` etc.).

@@ -25,6 +25,57 @@ from vkprovider.plugins import api
 DOC = Path("docs/plugin-api.md")
 PROTOCOLS = (api.Provider, api.SupportsLogs, api.SupportsWatch, api.SupportsMetrics, api.SupportsEndpoints)
 LABELS = ("LABEL_POD_UID", "LABEL_NODE_NAME", "LABEL_POD_NAMESPACE", "LABEL_POD_NAME")
+#: The adapter kit: the classes an adapter subclasses and the members it writes or calls.
+KIT_CLASSES: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (
+        api.CloudAdapter,
+        (
+            "identity",
+            "parse",
+            "cloud_id",
+            "status",
+            "fetch",
+            "fetch_all",
+            "create",
+            "remove",
+            "known_id",
+            "endpoints_of",
+            "log_chunks",
+            "find",
+            "info",
+            "capabilities",
+        ),
+    ),
+    (
+        api.KeyedHttpClient,
+        (
+            "from_settings",
+            "error_detail",
+            "error_class",
+            "send",
+            "send_json",
+            "field",
+            "list_field",
+            "stream",
+        ),
+    ),
+)
+KIT_FUNCTIONS = (api.cheapest_offer, api.one_container_status)
+KIT = """\
+## The adapter kit
+
+An HTTP cloud adapter subclasses `CloudAdapter` and writes only its cloud's mapping: raw
+object → identity, view, id and status; request → create; the delete call; optionally
+`endpoints_of` and `log_chunks` (the adapter has `endpoints`/`logs` only if it writes them), and
+sets the class attributes `adapter`, `version` and `kind` (its name for one deployment, in
+messages). The kit implements `info`, `deploy`, `get`, `list`, `delete`, `endpoints` and `logs`
+from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
+labels after a restart, deploy and delete serialised per UID, find-before-create, delete that
+tolerates `NotFound`, `NotFound` for unknown UIDs, logs cut at `limit_bytes`. Its
+`KeyedHttpClient` reads every failure through the one status table; the adapter writes only
+`error_detail` (the cloud's wording) and `error_class` (its departures from the table). The
+rules behind each: [plugin-guide.md](plugin-guide.md), *The adapter kit*.
+"""
 ERRORS = (
     api.InvalidRequest,
     api.Unsupported,
@@ -108,9 +159,11 @@ def _doc(obj: Any) -> str:
     return inspect.cleandoc(obj.__doc__ or "").strip()
 
 
-def _protocol(proto: type) -> list[str]:
+def _protocol(proto: type, names: tuple[str, ...] | None = None) -> list[str]:
+    """A class's heading, docstring and public members (``names``: these, in this order)."""
     lines = [f"### `{proto.__name__}`", "", _doc(proto), ""]
-    for name, member in proto.__dict__.items():
+    members = [(n, _member(proto, n)) for n in names] if names else list(proto.__dict__.items())
+    for name, member in members:
         if name.startswith("_"):
             continue
         if isinstance(member, property):
@@ -125,6 +178,20 @@ def _protocol(proto: type) -> list[str]:
             continue
         lines += ["```python", signature.replace("'", ""), "```", "", doc, ""]
     return lines
+
+
+def _member(cls: type, name: str) -> Any:
+    """``name`` as defined on ``cls`` or a base (a classmethod bound, so ``cls`` is not shown)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            member = klass.__dict__[name]
+            return getattr(cls, name) if isinstance(member, classmethod) else member
+    raise AttributeError(name)
+
+
+def _function(function: Any) -> list[str]:
+    signature = f"def {function.__name__}{inspect.signature(function)}".replace("'", "")
+    return ["```python", signature, "```", "", _doc(function), ""]
 
 
 def _model(model: type[BaseModel]) -> list[str]:
@@ -160,6 +227,11 @@ def render() -> str:
     lines += ["", "## Models", "", "All models are frozen pydantic models that forbid unknown fields.", ""]
     for model in exported_models():
         lines += _model(model)
+    lines += [*KIT.splitlines(), ""]
+    for cls, names in KIT_CLASSES:
+        lines += _protocol(cls, names)
+    for function in KIT_FUNCTIONS:
+        lines += [f"### `{function.__name__}`", "", *_function(function)]
     lines += ["## Enums", ""]
     for enum_type in (api.Phase, api.ContainerState):
         values = ", ".join(f"`{m.value}`" for m in enum_type)

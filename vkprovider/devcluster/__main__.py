@@ -14,6 +14,7 @@ import time
 from vkprovider.devcluster import metrics_server
 from vkprovider.devcluster.build import BuildError, Toolchain, build
 from vkprovider.devcluster.cluster import Cluster, run_root
+from vkprovider.devcluster.kubelet_node import NodeUnavailable, RealNode, sweep_dead_nodes
 from vkprovider.devcluster.kueue_build import build_kueue
 from vkprovider.devcluster.process import StartupError
 
@@ -22,7 +23,14 @@ def _export_line(cluster: Cluster) -> str:
     return f"export KUBECONFIG={cluster.kubeconfig} PATH={Toolchain.default().bin_dir}:$PATH"
 
 
-async def _up(name: str, nodes: int, with_metrics_server: bool = False, datapath: bool = False) -> int:
+async def _up(
+    name: str,
+    nodes: int,
+    with_metrics_server: bool = False,
+    datapath: bool = False,
+    real_node: bool = False,
+    images: tuple[str, ...] = (),
+) -> int:
     existing = Cluster.load(run_root() / name)
     if existing is not None and existing.running():
         if with_metrics_server:
@@ -53,6 +61,18 @@ async def _up(name: str, nodes: int, with_metrics_server: bool = False, datapath
             await cluster.stop()
             raise
         print(f"metrics-server on {url} (v1beta1.metrics.k8s.io)", file=sys.stderr)
+    if real_node:
+        try:
+            node = await RealNode.start(cluster)
+            for image in images:
+                await asyncio.to_thread(node.import_image, image)
+        except BaseException:
+            await cluster.stop()
+            raise
+        print(
+            f"real kubelet node {node.name} Ready at {node.address}; images: {', '.join(images) or 'none'}",
+            file=sys.stderr,
+        )
     print(
         f"cluster {name!r} ready in {time.monotonic() - started:.1f}s "
         f"({nodes} kwok GPU nodes); logs in {cluster.workdir / 'logs'}",
@@ -68,6 +88,7 @@ async def _down(name: str) -> int:
         print(f"cluster {name!r} is not running", file=sys.stderr)
         return 0
     await cluster.stop()
+    await asyncio.to_thread(sweep_dead_nodes)  # a real node of this cluster (up --real-node)
     print(f"cluster {name!r} stopped", file=sys.stderr)
     return 0
 
@@ -87,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also kube-proxy (nftables) in a node namespace and listeners at the pods' IPs",
     )
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also start a real kubelet node that runs containers (root; docs/development.md)",
+    )
+    up.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="with --real-node: copy this image from podman's store into the node (repeatable)",
+    )
     down = sub.add_parser("down", help="stop a cluster started with up")
     down.add_argument("--name", default="dev")
     args = parser.parse_args(argv)
@@ -100,9 +132,20 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--nodes must be >= 0")
             if args.datapath and args.nodes < 1:
                 parser.error("--datapath needs --nodes >= 1 (kube-proxy stands for a kwok node)")
-            return asyncio.run(_up(args.name, args.nodes, args.metrics_server, args.datapath))
+            if args.image and not args.real_node:
+                parser.error("--image needs --real-node")
+            return asyncio.run(
+                _up(
+                    args.name,
+                    args.nodes,
+                    args.metrics_server,
+                    args.datapath,
+                    args.real_node,
+                    tuple(args.image),
+                )
+            )
         return asyncio.run(_down(args.name))
-    except (BuildError, StartupError) as exc:
+    except (BuildError, StartupError, NodeUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

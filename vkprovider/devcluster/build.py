@@ -37,10 +37,11 @@ DESCHEDULER_STAGING = (
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 ALL_BINARIES = (*KUBE_COMMANDS, "etcd", "kwok")  #: the control plane: ``Cluster.start`` needs these
 #: Built by ``make cluster-build`` too, but only needed by what starts them (``Cluster.start_descheduler``).
-EXTRA_BINARIES = ("descheduler", "kube-proxy")
-#: Built from the same pinned tree as the control plane, in a module of its own (``src/kube-proxy``)
-#: so its build never rewrites the control plane's; started by ``devcluster.kube_proxy``.
-NODE_COMMANDS = ("kube-proxy",)
+EXTRA_BINARIES = ("descheduler", "kube-proxy", "kubelet")
+#: Built from the same pinned tree as the control plane, in a module of its own (``src/<name>``)
+#: so its build never rewrites the control plane's; started by ``devcluster.kube_proxy`` and
+#: ``devcluster.kubelet_node``.
+NODE_COMMANDS = ("kube-proxy", "kubelet")
 #: How to ask each binary for its version, to prove a fresh build actually runs.
 VERSION_ARGS: dict[str, list[str]] = {
     "kubectl": ["version", "--client"],

@@ -85,6 +85,15 @@ class CertificateAuthority:
         _write_key(pair.key, key)
         return cls(pair, key, cert)
 
+    @classmethod
+    def load(cls, directory: Path) -> CertificateAuthority:
+        """The CA ``create`` wrote to ``directory``: a running cluster's, to issue more leaves."""
+        pair = CertPair(directory / "ca.crt", directory / "ca.key")
+        key = serialization.load_pem_private_key(pair.key.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{pair.key} is not an EC private key")
+        return cls(pair, key, x509.load_pem_x509_certificate(pair.cert.read_bytes()))
+
     def issue(
         self,
         directory: Path,

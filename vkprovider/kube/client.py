@@ -14,8 +14,10 @@ import copy
 import functools
 import json
 import logging
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,6 +25,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from vkprovider.errors import ConfigError
 from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
 from vkprovider.kube.transport import settle_environment
 from vkprovider.ratelimit import TokenBucket
@@ -32,6 +35,20 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+def default_kubeconfig() -> str | None:
+    """Where kubectl would look when no kubeconfig is given: inside a pod, the in-cluster
+    ServiceAccount (``None``); elsewhere ``$KUBECONFIG`` (its first file), else ``~/.kube/config``
+    if it exists. A workstation run of a CLI command then works as ``kubectl`` does instead of
+    failing on the missing in-cluster environment."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        return listed[0]
+    home = Path.home() / ".kube" / "config"
+    return str(home) if home.is_file() else None
 
 
 class KubeClient:
@@ -62,10 +79,18 @@ class KubeClient:
     @classmethod
     async def connect(cls, kubeconfig: str | None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
         configuration = client.Configuration()
-        if kubeconfig:
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        source = kubeconfig or default_kubeconfig()
+        try:
+            if source:
+                await config.load_kube_config(config_file=source, client_configuration=configuration)
+            else:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError, ValueError) as exc:
+            where = f"kubeconfig {source}" if source else "the in-cluster ServiceAccount"
+            raise ConfigError(
+                f"cannot load {where}: {exc} (pass --kubeconfig / kube.kubeconfig, set KUBECONFIG, "
+                "or run inside a pod)"
+            ) from None
         return cls(client.ApiClient(configuration), qps=qps, burst=burst)
 
     def sibling(self, *, pool: int, qps: float | None = None, burst: int = 1) -> KubeClient:

@@ -3,7 +3,8 @@
 Refreshed per provider on a timer. A failed refresh keeps the last good catalog (fail open:
 an hour-old price list beats placing nothing) and marks it stale with the error. Each outcome is
 also a reachability signal for provider health (``on_refresh``), like the node agent's probes:
-a failed refresh makes the provider unusable for new pods until a probe or refresh succeeds. Capacity is
+failed refreshes in a row make the provider unusable for new pods until a probe or refresh succeeds
+(``placement.unreachable_after_failures``, :mod:`vkprovider.placement.health`). Capacity is
 decremented optimistically as pods are placed, so a burst of pods does not all pick the last
 unit of one offer, and corrected by the next refresh.
 

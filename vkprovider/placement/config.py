@@ -71,6 +71,9 @@ class PlacementConfig(_Section):
 
     # Health and circuit breaker.
     breaker_seconds: float = Field(default=120.0, gt=0, description="all providers failing this long")
+    unreachable_after_failures: int = Field(
+        default=2, ge=1, description="probes/refreshes failed in a row before a provider gets no new pods"
+    )
     quota_reenable_seconds: float = Field(
         default=300.0, ge=0, description="a probe success re-enables a billing-disabled provider after this"
     )

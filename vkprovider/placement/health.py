@@ -2,8 +2,11 @@
 
 Three separate signals, because they drive different behaviour:
 
-* reachability (probes every 10 s from the node agent, and catalog refreshes): an unreachable
-  provider gets no new pods; when *every* provider has been unreachable or disabled for
+* reachability (probes every 10 s from the node agent, and catalog refreshes): a provider whose
+  last ``unreachable_after_failures`` probes/refreshes all failed is unreachable and gets no new
+  pods (one failed call among successes is a flaky API, which the failure rate prices: with one
+  failure enough, a provider failing 2 % of its calls was unusable for a probe period now and
+  then, and a burst that came then went to a dearer provider and stayed there); when *every* provider has been unreachable or disabled for
   ``breaker_seconds`` the breaker opens and the node advertises zero GPUs plus the taint
   ``vkprovider.io/unavailable=true:NoSchedule``, instead of churning pods through failures;
 * failure rate (deploy outcomes and preemptions in a sliding window): a score penalty only,
@@ -27,6 +30,7 @@ TAINT_UNAVAILABLE = "vkprovider.io/unavailable"
 class ProviderState:
     name: str
     failing_since: float | None = None  # None: last probe/refresh succeeded (or none yet)
+    failed_in_a_row: int = 0  #: probes/refreshes failed since the last success
     last_error: str = ""
     last_ok: float | None = None
     disabled_since: float | None = None
@@ -44,9 +48,11 @@ class ProviderHealth:
         breaker_seconds: float = 120.0,
         failure_window_seconds: float = 600.0,
         quota_reenable_seconds: float = 300.0,
+        unreachable_after_failures: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.breaker_seconds = breaker_seconds
+        self.unreachable_after_failures = unreachable_after_failures
         self.failure_window_seconds = failure_window_seconds
         self.quota_reenable_seconds = quota_reenable_seconds
         self._clock = clock
@@ -79,19 +85,24 @@ class ProviderHealth:
         now = self._clock()
         state = self.state(name)
         self.version += 1
-        was_failing = state.failing_since is not None
+        was_unreachable = self._unreachable(state)
         if ok:
             state.failing_since = None
+            state.failed_in_a_row = 0
             state.last_ok = now
             if state.disabled_since is not None and now - state.disabled_since >= self.quota_reenable_seconds:
                 self.enable(name)
         else:
             if state.failing_since is None:
                 state.failing_since = now
+            state.failed_in_a_row += 1
             state.last_error = str(error) if error is not None else "probe failed"
-        if was_failing == ok:  # flipped
+        if was_unreachable != self._unreachable(state):  # flipped
             for listener in list(self._listeners):
                 listener(name, ok)
+
+    def _unreachable(self, state: ProviderState) -> bool:
+        return state.failed_in_a_row >= self.unreachable_after_failures
 
     # Disablement ---------------------------------------------------------------------------
     def disable(self, name: str, reason: str) -> None:
@@ -119,7 +130,7 @@ class ProviderHealth:
             return None
         if state.disabled_since is not None:
             return ("disabled", f"provider disabled: {state.disabled_reason}")
-        if state.failing_since is not None:
+        if self._unreachable(state):
             return ("unhealthy", f"provider unreachable: {state.last_error}")
         return None
 
@@ -183,7 +194,7 @@ class ProviderHealth:
         """A JSON-able view for the admin API and explain output."""
         return {
             name: {
-                "reachable": s.failing_since is None,
+                "reachable": not self._unreachable(s),
                 "disabled": s.disabled_since is not None,
                 "disabled_reason": s.disabled_reason,
                 "last_error": s.last_error,

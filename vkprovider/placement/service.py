@@ -73,6 +73,7 @@ class Placer:
             breaker_seconds=cfg.breaker_seconds,
             failure_window_seconds=cfg.failure_window_seconds,
             quota_reenable_seconds=cfg.quota_reenable_seconds,
+            unreachable_after_failures=cfg.unreachable_after_failures,
             clock=clock,
         )
         self.blocklist = Blocklist(cfg.blocklist_ttl_seconds, clock=clock)

@@ -21,6 +21,14 @@ reference is docs/plugin-api.md):
   may), ``NoCapacity`` (try elsewhere), ``Transient`` (retry, optionally after ``retry_after``
   seconds), ``QuotaOrBilling`` (stop using this provider), ``NotFound``.
 
+The adapter kit (see docs/plugin-guide.md, *The adapter kit*): :class:`CloudAdapter`
+implements ``deploy``/``get``/``list``/``delete``/``endpoints``/``logs`` once — the identity map rebuilt from the cloud's labels, per-UID serialisation,
+find-before-create, delete that tolerates ``NotFound`` — so an adapter writes only its cloud's
+mapping (:mod:`.cloud_adapter`); :meth:`KeyedHttpClient.from_settings` builds its client and
+``error_detail``/``error_class`` are its only error mapping; :func:`cheapest_offer` picks an
+offer when the placement named none (:mod:`.offer_choice`); :func:`one_container_status` builds
+the status of a one-container deployment (:mod:`.container_status`).
+
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
 names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`), a keyed HTTP client with a
@@ -73,7 +81,14 @@ from vkprovider.models import (
 )
 from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
 from vkprovider.plugins.catalog import normalize_catalog_gpu
-from vkprovider.plugins.http_client import DEFAULT_LOG_STREAM_CONNECTIONS, KeyedHttpClient, log_stream_client
+from vkprovider.plugins.cloud_adapter import CloudAdapter
+from vkprovider.plugins.container_status import container_state, one_container_status
+from vkprovider.plugins.http_client import (
+    DEFAULT_LOG_STREAM_CONNECTIONS,
+    HttpCloudSettings,
+    KeyedHttpClient,
+    log_stream_client,
+)
 from vkprovider.plugins.http_errors import (
     error_body,
     error_for_status,
@@ -85,6 +100,7 @@ from vkprovider.plugins.http_errors import (
     transport_error,
 )
 from vkprovider.plugins.log_limit import limit_bytes
+from vkprovider.plugins.offer_choice import cheapest_offer, same_gpu
 from vkprovider.plugins.uid_locks import UidLocks
 from vkprovider.ratelimit import TokenBucket
 
@@ -99,6 +115,7 @@ __all__ = [
     "ApiKeySource",
     "BearerAuth",
     "Capabilities",
+    "CloudAdapter",
     "Container",
     "ContainerState",
     "ContainerStatus",
@@ -109,6 +126,7 @@ __all__ = [
     "DeploymentUsage",
     "EnvVar",
     "FileMount",
+    "HttpCloudSettings",
     "InvalidRequest",
     "KeyedHttpClient",
     "LogOptions",
@@ -132,6 +150,8 @@ __all__ = [
     "Transient",
     "UidLocks",
     "Unsupported",
+    "cheapest_offer",
+    "container_state",
     "error_body",
     "error_for_status",
     "gpu_memory_gb",
@@ -140,10 +160,12 @@ __all__ = [
     "log_stream_client",
     "normalize_catalog_gpu",
     "normalize_gpu",
+    "one_container_status",
     "parse_model",
     "require_field",
     "response_error",
     "retry_after_seconds",
+    "same_gpu",
     "transport_error",
 ]
 

@@ -1,8 +1,12 @@
 """A pooled HTTP client for adapters of clouds with an API key.
 
-Every failure of a call (transport error or non-success status) goes through the subclass's
-``map_error`` exactly once and is scrubbed of the API key, so an adapter's callers only ever see
-provider error classes and never the key. ``transport`` is injectable, as in httpx, for tests.
+Every failure of a call (transport error or non-success status) goes through ``map_error``
+exactly once and is scrubbed of the API key, so an adapter's callers only ever see provider
+error classes and never the key. ``map_error`` reads a failure through the one status table
+(:func:`~vkprovider.plugins.http_errors.error_for_status`); a subclass writes only its cloud's
+departures from it: :meth:`KeyedHttpClient.error_detail` (where the error body keeps its wording)
+and :meth:`KeyedHttpClient.error_class` (operation + status + wording → error class).
+``transport`` is injectable, as in httpx, for tests.
 
 Log streams get a pool of their own (:func:`log_stream_client`, :meth:`KeyedHttpClient.stream`).
 A ``kubectl logs -f`` holds its connection for as long as the tenant likes; on the shared pool,
@@ -14,16 +18,25 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import httpx
+from pydantic import SecretStr
 
-from vkprovider.errors import ProviderError
+from vkprovider.errors import ProviderError, Transient
 from vkprovider.plugins.apikey import ApiKeySource, BearerAuth
+from vkprovider.plugins.http_errors import (
+    error_body,
+    json_body,
+    require_field,
+    response_error,
+    transport_error,
+)
 
 OpT = TypeVar("OpT")
 
-__all__ = ["DEFAULT_LOG_STREAM_CONNECTIONS", "KeyedHttpClient", "log_stream_client"]
+__all__ = ["DEFAULT_LOG_STREAM_CONNECTIONS", "HttpCloudSettings", "KeyedHttpClient", "log_stream_client"]
 
 #: The kubelet API's default cap on concurrent follow streams per provider
 #: (``kubelet.logs.max_follow_per_provider``, 50) plus room for snapshots, so every admitted
@@ -55,6 +68,33 @@ def log_stream_client(
         headers=headers,
         transport=transport,
     )
+
+
+class HttpCloudSettings(Protocol):
+    """What :meth:`KeyedHttpClient.from_settings` reads: an ``ApiKeySettings`` model with the
+    API's base URL, a timeout and the two pool sizes."""
+
+    @property
+    def api_key(self) -> SecretStr | None: ...
+    @property
+    def api_key_env(self) -> str | None: ...
+    @property
+    def api_key_file(self) -> Path | None: ...
+    @property
+    def api_key_secret(self) -> str | None: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+    @property
+    def max_connections(self) -> int: ...
+    @property
+    def log_max_connections(self) -> int: ...
+
+
+def _op_name(op: object) -> str:
+    """An operation as it appears in messages: an enum's value, else its text."""
+    return str(getattr(op, "value", op))
 
 
 class KeyedHttpClient(Generic[OpT]):
@@ -91,11 +131,57 @@ class KeyedHttpClient(Generic[OpT]):
             transport=log_transport or transport,
         )
 
+    @classmethod
+    def from_settings(
+        cls, provider: str, settings: HttpCloudSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> Self:
+        """The client of one configured provider: key, base URL, timeout and pool sizes from its
+        settings (``transport`` for tests)."""
+        return cls(
+            provider,
+            base_url=settings.base_url,
+            key=ApiKeySource(
+                provider,
+                api_key=settings.api_key,
+                api_key_env=settings.api_key_env,
+                api_key_file=settings.api_key_file,
+                api_key_secret=settings.api_key_secret,
+            ),
+            timeout=settings.timeout_seconds,
+            max_connections=settings.max_connections,
+            log_max_connections=settings.log_max_connections,
+            transport=transport,
+        )
+
     def map_error(
         self, op: OpT, *, response: httpx.Response | None = None, exc: Exception | None = None
     ) -> ProviderError:
-        """The adapter's single reading of a failed call (``op`` says what was attempted)."""
-        raise NotImplementedError
+        """The single reading of a failed call (``op`` says what was attempted): a transport
+        failure is ``Transient``; a status goes through the shared table unless ``error_class``
+        decides otherwise. The message is ``"<op>: HTTP <status>: <error_detail>"``."""
+        what = _op_name(op)
+        if exc is not None:
+            return transport_error(what, exc, provider=self._provider)
+        assert response is not None
+        detail = self.error_detail(response)
+        override = self.error_class(op, response.status_code, detail)
+        return response_error(response, what, detail, provider=self._provider, override=override)
+
+    def error_detail(self, response: httpx.Response) -> str:
+        """The cloud's wording of a failed response (default: its JSON ``detail``/``message``/
+        ``error`` or clipped text); override to read the cloud's own error body."""
+        body = error_body(response)
+        if isinstance(body, str):
+            return body
+        for key in ("detail", "message", "error", "msg"):
+            if body.get(key):
+                return str(body[key])
+        return response.reason_phrase
+
+    def error_class(self, op: OpT, status: int, detail: str) -> type[ProviderError] | None:
+        """Where the cloud departs from the shared status table for this operation (e.g. 400
+        reading "no capacity" on create → ``NoCapacity``); ``None``: the table decides."""
+        return None
 
     def failure(
         self, op: OpT, *, response: httpx.Response | None = None, exc: Exception | None = None
@@ -112,6 +198,25 @@ class KeyedHttpClient(Generic[OpT]):
         if response.is_success:
             return response
         raise self.failure(op, response=response)
+
+    async def send_json(
+        self, op: OpT, method: str, path: str, *, key: str | None = None, **kwargs: Any
+    ) -> Any:
+        """``send`` and decode the JSON body (``Transient`` if it is not JSON); with ``key``,
+        return that field of it (``Transient`` if the body lacks it)."""
+        body = json_body(await self.send(op, method, path, **kwargs), _op_name(op), provider=self._provider)
+        return body if key is None else self.field(op, body, key)
+
+    def field(self, op: OpT, body: Any, key: str) -> Any:
+        """``body[key]``; a body that is not an object or lacks ``key`` is ``Transient``, logged."""
+        return require_field(body, key, _op_name(op), provider=self._provider)
+
+    def list_field(self, op: OpT, body: Any, key: str) -> list[Any]:
+        """``body[key]`` that must be a JSON list (else ``Transient``)."""
+        value = self.field(op, body, key)
+        if not isinstance(value, list):
+            raise Transient(f"{_op_name(op)}: {key!r} is not a list", provider=self._provider)
+        return value
 
     @asynccontextmanager
     async def stream(

@@ -5,7 +5,7 @@ desired replicas; the runner's capacity and outage actions) through the rules th
 world itself obeys, so none of them can be cheaper than the world allows:
 
 - a replica runs locally while its GPUs fit on one node next to the training pods there (per-node
-  fragmentation); a cordoned node keeps what it runs but takes nothing new; a node that is not
+  fragmentation); a cordoned node keeps what it holds but takes nothing new; a node that is not
   Ready holds nothing;
 - an external replica needs one instance with at least its GPUs, billed per instance (an 8-GPU
   offer costs its full price for a 1-GPU replica) from its create, start-up included;
@@ -13,21 +13,16 @@ world itself obeys, so none of them can be cheaper than the world allows:
   cut stops new instances but running ones keep running at their price;
 - nothing migrates between providers.
 
-**ideal**: a perfect gate and an instant return. Every replica that fits locally runs locally
-(replicas no instance serves are placed first, then the dearest instances come home); the rest
-go out to the cheapest provider that has room the moment they stop fitting; the dearest
-deletable instance ends the moment its replica is home or scaled away. An instance an outage
-keeps from being deleted goes on billing and serves its workload's next replica. Ties between
-workloads break by name. ``tests/unit/sim/test_sim_ideal.py`` plays random days replica by
-replica: a perfect run costs exactly this, and with one workload and steady provider capacity
-no run that serves as much costs less. The ideal has no foresight: with several workloads, a
-capacity cut or an outage, a run that happened to keep the right instance can come out below it
-(the report says so when it does).
+**ideal**: the cheapest schedule of the whole day under those rules, found with foresight by
+:mod:`vkprovider.sim.bound` (a perfect gate, an instant return, and, where the future pays for
+it, an instance kept through a capacity cut or bought before an outage): it serves the most
+replica-hours the day allows, and no run serving as many costs less.
 
-Counterfactuals of the same day: **no bursting** (nothing bought; the replicas that did not fit
-are unserved), **burst but never return** (what went out stays out until the replicas are
-scaled away), **NoExecute return** (the ideal's money, but every replica that may come home is
-evicted at once and is not Ready for the fleet's start-up: the availability dip PDB pacing avoids).
+Counterfactuals of the same day, replayed greedily (a perfect gate without foresight): **no
+bursting** (nothing bought; the replicas that did not fit are unserved), **burst but never
+return** (what went out stays out until the replicas are scaled away), **NoExecute return** (the
+ideal's money, but every replica the ideal brings home is evicted at once and is not Ready for
+the fleet's start-up: the availability dip PDB pacing avoids).
 """
 
 from __future__ import annotations
@@ -35,7 +30,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from vkprovider.sim.bound import Bound, lower_bound
 from vkprovider.sim.record import Action, NodeSample, Sample
+from vkprovider.sim.rules import capacity_at, free_gpus, local_nodes, outages_at
 from vkprovider.sim.scenario import ProviderSpec, Scenario
 
 
@@ -58,55 +55,6 @@ class Instance:
     workload: str  #: the replica it serves (instances never change hands between workloads)
 
 
-def capacity_at(s: Scenario, actions: list[Action], t: float) -> dict[str, int]:
-    """Each provider's instance limit at ``t``: configured, then as capacity events set it."""
-    limits = {p.name: p.capacity for p in s.providers}
-    for action in sorted(actions, key=lambda a: a.t):
-        if action.t > t:
-            break
-        if action.kind == "capacity" and action.value is not None:
-            limits[action.subject] = int(action.value)
-    return limits
-
-
-def outages_at(actions: list[Action], t: float) -> set[str]:
-    """Providers whose API is down at ``t``."""
-    down: set[str] = set()
-    for action in sorted(actions, key=lambda a: a.t):
-        if action.t > t:
-            break
-        if action.kind == "outage-start":
-            down.add(action.subject)
-        elif action.kind == "outage-end":
-            down.discard(action.subject)
-    return down
-
-
-def _nodes(sample: Sample) -> dict[str, NodeSample]:
-    """The sample's local nodes; a recording without them gets one node of the schedulable GPUs."""
-    if sample.nodes:
-        return sample.nodes
-    training = sum(t.gpus for t in sample.training.values())
-    return {"local": NodeSample(gpus=sample.local_gpus, training_gpus=training)}
-
-
-def free_gpus(s: Scenario, sample: Sample) -> dict[str, int]:
-    """GPUs per local node left to inference once training holds its share. Pending training
-    pods (admitted, waiting for preemption) preempt at once: each takes the schedulable node
-    with the most room."""
-    nodes = _nodes(sample)
-    free = {n: (x.gpus - x.training_gpus) if x.ready else 0 for n, x in nodes.items()}
-    for _, tr in s.trainings():
-        ts = sample.training.get(tr.name)
-        per_pod = s.gpus_per_pod(tr)
-        for _ in range(ts.pending if ts else 0):
-            open_nodes = [n for n, x in nodes.items() if x.ready and not x.cordoned and free[n] >= per_pod]
-            if open_nodes:
-                best = max(open_nodes, key=lambda n: (free[n], n))
-                free[best] -= per_pod
-    return {n: max(0, f) for n, f in free.items()}
-
-
 @dataclass
 class Packing:
     """Which replicas of each workload run on which local node (the ideal's own placement)."""
@@ -124,7 +72,7 @@ class Packing:
         it fits: first the replicas no instance serves (so the most replicas are served), then
         replicas coming home from their instances, dearest instance first (one in an outage
         cannot be deleted, so its replica stays out)."""
-        nodes, free = _nodes(sample), free_gpus(s, sample)
+        nodes, free = local_nodes(sample), free_gpus(s, sample)
         desired = {w.name: ws.desired for w in s.workloads if (ws := sample.workloads.get(w.name))}
         sizes = {w.name: w.gpus for w in s.workloads}
         order = sorted(desired, key=lambda n: (-sizes[n], n))
@@ -234,15 +182,23 @@ def policies(
     s: Scenario, samples: list[Sample], actions: list[Action], start: float, end: float
 ) -> list[Policy]:
     """ideal, no bursting, burst but never return, NoExecute return: over the same samples."""
+    window = _window(samples, start, end)
+    bound = lower_bound(s, window, actions)
     ideal = Policy(
         "ideal (lower bound)",
-        "perfect gate and instant return: only what fits on no local node goes out, to the cheapest "
-        "provider with room and not in an outage, billed per instance from its create (start-up "
-        "included), back the moment it fits; running instances survive capacity cuts and outages",
+        "the cheapest run of this day with foresight (exact optimum over the recorded samples): only "
+        "what fits on no local node goes out, each to an instance of the cheapest feasible offer, "
+        "billed per instance from its create (start-up included); nothing bought or deleted in an "
+        "outage; running instances survive capacity cuts; per-node fragmentation respected"
+        + ("" if bound.exact else " (solver stopped early: its proven bound)"),
+        gpu_hours=bound.gpu_hours,
+        money=bound.money,
+        unserved_replica_hours=bound.unserved_replica_hours,
     )
     never = Policy(
         "burst, never return",
-        "as the ideal, but a replica that went out stays out (until the workload is scaled down)",
+        "greedy, no foresight: what fits on no local node goes to the cheapest provider with room "
+        "and stays out (until the workload is scaled down)",
     )
     nothing = Policy(
         "no bursting",
@@ -252,37 +208,51 @@ def policies(
         "NoExecute return",
         "the ideal's instances, but replicas come home by eviction all at once (a NoExecute taint): "
         f"each is down for the fleet's start-up ({s.fleet.ready_after / 60:g} min)",
+        gpu_hours=bound.gpu_hours,
+        money=bound.money,
+        unserved_replica_hours=bound.unserved_replica_hours,
     )
-    window = _window(samples, start, end)
-    packing, ideal_fleet, never_fleet = Packing(), Instances(s), Instances(s)
+    packing, greedy_fleet, never_fleet = Packing(), Instances(s), Instances(s)
     held: dict[str, int] = {}
-    before: Sample | None = None
-    before_need: dict[str, int] = {}
-    everyone = (ideal, nothing, never, noexec)
     noexec.min_ready = {w.name: w.replicas for w in s.workloads}
-    for policy in everyone:
+    for policy in (ideal, nothing, never, noexec):
         policy.cumulative = [(window[0].t, 0.0)] if window else []
+    _ideal_curve(s, bound, ideal, noexec)
     for here, after in itertools.pairwise(window):
         hours = s.sim(after.t - here.t) / 3600.0
         limits, down = capacity_at(s, actions, here.t), outages_at(actions, here.t)
-        need = _external_need(s, here, packing.step(s, here, ideal_fleet.running, down))
-        unserved = ideal_fleet.adjust(need, limits, down)
+        need = _external_need(s, here, packing.step(s, here, greedy_fleet.running, down))
+        greedy_fleet.adjust(need, limits, down)
         held = {n: min(here.workloads[n].desired, max(held.get(n, 0), need[n])) for n in need}
         never_unserved = never_fleet.adjust(held, limits, down)
-        for policy, fleet, missing in ((ideal, ideal_fleet, unserved), (never, never_fleet, never_unserved)):
-            rate, gpus = fleet.rate()
-            policy.money += rate * hours
-            policy.gpu_hours += gpus * hours
-            policy.unserved_replica_hours += sum(missing.values()) * hours
+        rate, gpus = never_fleet.rate()
+        never.money += rate * hours
+        never.gpu_hours += gpus * hours
+        never.unserved_replica_hours += sum(never_unserved.values()) * hours
         nothing.unserved_replica_hours += sum(need.values()) * hours
-        noexec.money, noexec.gpu_hours = ideal.money, ideal.gpu_hours
-        noexec.unserved_replica_hours = ideal.unserved_replica_hours
-        for name, ws in here.workloads.items():
-            scaled_away = max(0, before.workloads[name].desired - ws.desired) if before else 0
-            home = max(0, before_need.get(name, 0) - need[name] - scaled_away)
-            noexec.min_ready[name] = min(noexec.min_ready[name], ws.desired - home)
-            noexec.not_ready_replica_hours += home * s.fleet.ready_after / 3600.0
-        before, before_need = here, need
-        for policy in everyone:
+        for policy in (nothing, never):
             policy.cumulative.append((after.t, policy.money))
-    return list(everyone)
+    return [ideal, nothing, never, noexec]
+
+
+def _ideal_curve(s: Scenario, bound: Bound, ideal: Policy, noexec: Policy) -> None:
+    """The ideal's spend so far per sample, and NoExecute's dip: each replica the ideal brings
+    home (its external count falls by more than a scale-down explains) is evicted, down for the
+    fleet's start-up."""
+    spent = 0.0
+    before = None
+    for step in bound.steps:
+        rate = sum(
+            n * p.price_per_hour for p in s.providers for (_, q), n in step.instances.items() if q == p.name
+        )
+        spent += rate * s.sim(step.until - step.t) / 3600.0
+        for name in noexec.min_ready:
+            desired = step.desired.get(name, 0)
+            if before is not None:
+                scaled_away = max(0, before.desired.get(name, 0) - desired)
+                home = max(0, before.external(name) - step.external(name) - scaled_away)
+                noexec.min_ready[name] = min(noexec.min_ready[name], desired - home)
+                noexec.not_ready_replica_hours += home * s.fleet.ready_after / 3600.0
+        before = step
+        ideal.cumulative.append((step.until, spent))
+        noexec.cumulative.append((step.until, spent))

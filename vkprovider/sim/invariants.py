@@ -143,7 +143,7 @@ def excuse_windows(
 ) -> list[tuple[float, float, str]]:
     """(start, end, why) for the disruptions that touched workload ``name``: its own scale
     actions and any rise of its desired count (an HPA scales without an action), and training
-    starts / admissions after which it lost local replicas."""
+    starts / admissions after which it lost local replicas or their readiness."""
     window = s.excuse_seconds
     out = [(a.t, a.t + window, "scaled") for a in actions if a.kind == "scale" and a.subject == name]
     for before_sample, after_sample in itertools.pairwise(samples):  # an HPA scales without an action
@@ -153,11 +153,16 @@ def excuse_windows(
     starts = [(a.t, f"training {a.subject}") for a in actions if a.kind == "training-start"]
     starts += [(t, "admission") for t in admitted]
     for t0, why in starts:
-        before = [x.workloads[name].local for x in samples if x.t < t0 and name in x.workloads]
+        before = [x.workloads[name] for x in samples if x.t < t0 and name in x.workloads]
         if not before:
             continue
-        after = [x.workloads[name].local for x in samples if t0 <= x.t <= t0 + window and name in x.workloads]
-        if after and min(after) < before[-1]:
+        after = [x.workloads[name] for x in samples if t0 <= x.t <= t0 + window and name in x.workloads]
+        # Touched: it lost local replicas, or local replicas lost readiness without leaving (a
+        # preempted pod whose replacement the scheduler put on another local node)
+        if after and (
+            min(w.local for w in after) < before[-1].local
+            or min(w.ready_local for w in after) < before[-1].ready_local
+        ):
             out.append((t0, t0 + window, f"{why} preempted it"))
     return sorted(out)
 

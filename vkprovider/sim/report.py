@@ -201,8 +201,8 @@ def policy_section(s: Scenario, c: Costs, inv: Invariants) -> list[str]:
     ideal = c.policies[0]
     if total.money < ideal.money - 0.005:
         lines.append(
-            "- this run cost less than the ideal: it served fewer replicas (see replica-hours short), or kept "
-            "an instance through a capacity cut or an outage that it needed again (the ideal has no foresight)"
+            "- this run cost less than the ideal: it served fewer replica-hours than the ideal does (see "
+            "replica-hours short), or acted between two samples (the ideal's resolution)"
         )
     return [*lines, ""]
 
@@ -225,7 +225,7 @@ def availability_section(s: Scenario, inv: Invariants) -> list[str]:
         "",
         f"Excuse windows: after a disruption that touched a workload (its scale action or a rise of its desired "
         "count; a training start or "
-        f"admission after which it lost local replicas), {s.excuse_seconds:.1f} s = "
+        f"admission after which it lost local replicas or their readiness), {s.excuse_seconds:.1f} s = "
         f"{s.sim(s.excuse_seconds) / 60:.0f} simulated min (the slowest start-up {s.startup_seconds:.1f} s + "
         f"slack {s.slack_seconds:.1f} s). Ghost-Ready: a Ready external pod whose ledger entry was not serving "
         "(created + start-up + model load, not ended).",

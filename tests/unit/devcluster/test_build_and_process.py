@@ -164,14 +164,22 @@ def test_free_ports_come_from_below_the_ephemeral_range_and_are_not_handed_out_t
     assert all(port < _ephemeral_floor() for port in ports)
 
 
+def _two_free_adjacent_ports() -> int:
+    """A port p such that p and p + 1 are both bindable now (below the ephemeral range)."""
+    from vkprovider.devcluster.process import _bindable
+
+    for floor in range(24000, 24400, 2):
+        if _bindable(floor) and _bindable(floor + 1):
+            return floor
+    pytest.skip("no two adjacent free ports in 24000-24400")
+
+
 def test_a_port_claimed_by_another_live_process_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from vkprovider.devcluster.process import free_port
 
-    with socket.socket() as probe:  # two adjacent ports nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        floor = probe.getsockname()[1]
+    floor = _two_free_adjacent_ports()
     _narrow_port_range(monkeypatch, tmp_path, floor, 2)
     other = subprocess.Popen(["sleep", "30"])
     try:

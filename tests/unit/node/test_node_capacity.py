@@ -40,6 +40,8 @@ async def test_gpus_are_capacity_times_count_over_usable_providers() -> None:
     prober = Prober(providers, placer.health, timeout=0.5)
     providers["dear"].healthy = False
     assert await prober.probe_all()  # one provider is enough
+    assert current_capacity(placer).gpus == 8 * 2 + 1 * 5 + 2 * 3  # one failed probe: a blip
+    assert await prober.probe_all()
     assert current_capacity(placer).gpus == 8 * 2 + 1 * 5  # an unreachable provider sells nothing
     assert "Transient" in prober.errors["dear"] and prober.errors["cheap"] == ""
 
@@ -64,6 +66,7 @@ async def test_a_hung_probe_times_out_without_delaying_the_others() -> None:
     prober = Prober(providers, placer.health, timeout=0.1)
     async with asyncio.timeout(5):
         assert await prober.probe_all()
+        assert await prober.probe_all()  # failed twice in a row: unreachable
     assert "timed out" in prober.errors["dear"]
     assert (
         placer.health.unusable_reason("dear") is not None and placer.health.unusable_reason("cheap") is None

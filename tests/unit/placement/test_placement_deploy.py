@@ -221,6 +221,7 @@ async def test_circuit_open_stops_new_placements() -> None:
     placer: Any = await placer_for(*providers, clock=clock, config=PlacementConfig(breaker_seconds=30))
     for p in providers:
         placer.health.record_probe(p.name, False, "down")
+        placer.health.record_probe(p.name, False, "still down")
     clock.advance(31)
     with pytest.raises(NotPlaced) as info:
         await placer.deploy(request(), CTX)

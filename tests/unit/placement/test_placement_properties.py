@@ -119,7 +119,8 @@ def build(world: World, *, shuffle: int | None = None, max_candidates: int = 20)
         for i in range(world.failures[n]):
             placer.health.record_call(n, i % 2 == 1)
     for n in world.unhealthy:
-        placer.health.record_probe(n, False, "down")
+        for _ in range(placer.health.unreachable_after_failures):
+            placer.health.record_probe(n, False, "down")
     for n in world.disabled:
         placer.health.disable(n, "billing")
     for p, g, r in world.blocked:

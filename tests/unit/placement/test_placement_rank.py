@@ -54,6 +54,7 @@ async def test_detail_lists_every_rejected_offer_with_a_reason() -> None:
     b = MemProvider("b", [offer("b", "b1", 2.0)])
     placer: Any = await placer_for(a, b)
     placer.health.record_probe("b", False, "timeout")
+    placer.health.record_probe("b", False, "timeout")
     decision = placer.rank(request(gpu="H100"), CTX, detail=True)
     assert decision.candidates == ()
     why = {(r.offer_id, r.code): r.reason for r in decision.rejections}
@@ -70,7 +71,8 @@ async def test_stale_catalogs_are_used_and_reported() -> None:
     placer: Any = await placer_for(a)
     a.offers_error = Transient("boom")
     await placer.refresh()
-    # A failed refresh is a failed reachability check, like a failed probe ...
+    await placer.refresh()
+    # Failed refreshes in a row are failed reachability checks, like failed probes ...
     decision = placer.rank(request(), CTX)
     assert decision.stale == ("a",) and decision.rejected_counts == {"unhealthy": 1}
     assert "offer refresh failed: Transient: boom" in placer.health.summary()["a"]["last_error"]
@@ -89,3 +91,24 @@ async def test_provider_allow_list_from_config_and_pod() -> None:
     assert [x.provider for x in placer.rank(request(), CTX).candidates] == ["b", "c"]
     only_c = PodContext("ns", {"vkprovider.io/providers": "a,c"})
     assert [x.provider for x in placer.rank(request(), only_c).candidates] == ["c"]
+
+
+async def test_one_failed_refresh_of_a_flaky_cheap_provider_does_not_send_a_burst_to_the_dear_one() -> None:
+    # krea-day: cheap ($2.10/h) fails 2 % of its API calls, premium costs $3.90/h. One 503 on an
+    # offer refresh used to make cheap unreachable until its next probe or refresh succeeded, and
+    # the burst placed in between went to premium (and stayed there, hysteresis).
+    cheap = MemProvider("cheap", [offer("cheap", "c1", 2.10, capacity=6)])
+    premium = MemProvider("premium", [offer("premium", "p1", 3.90, capacity=12)])
+    placer: Any = await placer_for(cheap, premium)
+    cheap.offers_error = Transient("503 Unavailable")
+    await placer.refresh()
+    decision = placer.rank(request(), CTX)
+    assert [c.offer.provider for c in decision.candidates] == ["cheap", "premium"]
+    assert placer.health.summary()["cheap"]["reachable"]
+    # a second failure in a row is an outage, not a blip: no new pods until it answers again
+    await placer.refresh()
+    decision = placer.rank(request(), CTX)
+    assert [c.offer.provider for c in decision.candidates] == ["premium"]
+    cheap.offers_error = None
+    await placer.refresh()
+    assert placer.rank(request(), CTX).candidates[0].offer.provider == "cheap"

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kubeconfig_stub import KUBECONFIG
 from vkprovider_kubernetes.client import RemoteCluster
-
-KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 
 
 async def test_log_streams_do_not_share_the_call_pool(tmp_path: Path) -> None:

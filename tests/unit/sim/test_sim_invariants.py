@@ -154,3 +154,23 @@ def test_a_rise_of_the_desired_count_excuses_its_start_up_even_without_an_action
     assert [why for _, _, why in inv.workloads[0].excuses] == ["desired rose"]
     assert inv.workloads[0].below_floor_minutes == pytest.approx(2)  # floor 5 with 6 desired, 4 Ready
     assert inv.ok
+
+
+def test_a_preemption_whose_replacements_stay_local_is_excused_for_the_workload_it_touched() -> None:
+    """Training preempts embed's local pods; the scheduler puts their replacements on another
+    local node, so the local count never drops, only readiness (seen in krea-day at 03:03)."""
+    chat = [(4, 0)] * 16
+    embed = [(2, 0)] * 16
+    samples = day(chat, embed)
+    for x in samples[2:4]:
+        x.workloads["embed"] = WorkloadSample(desired=2, local=2, ready_local=0)
+    actions = [Action(T0 + 2.0, "training-start", "train")]
+    inv = invariants(S, samples, actions, {}, [])
+    chat_inv, embed_inv = inv.workloads
+    assert chat_inv.excuses == []
+    assert [why for _, _, why in embed_inv.excuses] == ["training train preempted it"]
+    assert embed_inv.below_floor_minutes == pytest.approx(2)
+    assert embed_inv.below_floor_unexcused_minutes == 0
+    # the same dip with no training start is never excused
+    bare = invariants(S, samples, [], {}, [])
+    assert bare.workloads[1].below_floor_unexcused_minutes == pytest.approx(2)
