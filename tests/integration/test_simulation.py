@@ -237,6 +237,19 @@ async def test_a_simulated_day_and_its_report(simulated_day: Any) -> None:
     ]
     assert any(uids for _, _, uids in ready), "the watcher never saw a Ready external pod"
     assert not ghosts, f"Ready external pods no ledger entry served: {ghosts[:5]}"
+    # traffic: the table is the load generator's own records, every request sent was answered,
+    # and the Service was answered locally and, during the burst, by a provider
+    if net is not None:
+        traffic = result.recording.traffic
+        assert traffic is not None and summary["traffic"] is not None, result.recording.notes
+        for w, row in zip(scenario.workloads, summary["traffic"], strict=True):
+            records = traffic[w.name]
+            assert len(records) == int(w.requests_per_second * scenario.clock.real_seconds) == row["requests"]
+            assert row["failed"] == sum(1 for r in records if r.latency is None) == 0, row["errors"]
+            places = {r.answerer.split("/", 1)[0] for r in records}
+            assert "local" in places and places & {p.name for p in scenario.providers}, places
+            assert f"| {w.name} | {w.requests_per_second:g} | {row['requests']} | **0** |" in md
+        print("quick.yaml traffic:", summary["traffic"])
     assert summary["verdict"] == {"ok": True, "broken": []}, summary["verdict"]
     assert md.splitlines()[2].startswith("**Verdict: every invariant held**")
 

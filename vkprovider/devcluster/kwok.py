@@ -27,12 +27,21 @@ GPUS_PER_NODE = 8
 READY_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
 COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 
+#: A pod whose container keeps serving through its termination grace period, as a server with
+#: a preStop sleep does (any value): kwok deletes it at its ``deletionTimestamp`` (delete time +
+#: grace) instead of at once, and the data path's listener keeps answering at its IP until then
+#: (:mod:`vkprovider.devcluster.pod_listeners`), so its terminating endpoint really serves.
+SERVE_THROUGH_GRACE_ANNOTATION = "devcluster.vkprovider.io/serve-through-grace"
+
 #: The one pod stage set of the dev cluster: kwok v0.7.0's "fast" stages
 #: (kustomize/stage/pod/fast: same names, selectors and status, readiness gates and init
 #: containers included; tests/unit/devcluster/test_kwok_stages.py compares them) plus a delay
 #: read from the annotations above on ``pod-ready`` and ``pod-complete``. ``pod-complete``
-#: also drops Ready, as the kubelet does for a finished pod.
-POD_STAGES = """\
+#: also drops Ready, as the kubelet does for a finished pod. ``pod-delete`` leaves pods that
+#: serve through their grace to ``pod-delete-after-grace``, which deletes them when it is over
+#: (as kwok's "general" pod-delete stage does for every pod).
+POD_STAGES = (
+    """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata: {name: pod-ready}
@@ -122,10 +131,30 @@ spec:
   selector:
     matchExpressions:
     - {key: .metadata.deletionTimestamp, operator: Exists}
+    - {key: '.metadata.annotations["@GRACE@"]', operator: DoesNotExist}
   next:
     finalizers: {empty: true}
     delete: true
-""".replace("@READY@", READY_DELAY_ANNOTATION).replace("@COMPLETE@", COMPLETE_DELAY_ANNOTATION)
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-delete-after-grace}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: Exists}
+    - {key: '.metadata.annotations["@GRACE@"]', operator: Exists}
+  delay:
+    durationMilliseconds: 0
+    durationFrom: {expressionFrom: .metadata.deletionTimestamp}
+  next:
+    finalizers: {empty: true}
+    delete: true
+""".replace("@READY@", READY_DELAY_ANNOTATION)
+    .replace("@COMPLETE@", COMPLETE_DELAY_ANNOTATION)
+    .replace("@GRACE@", SERVE_THROUGH_GRACE_ANNOTATION)
+)
 
 
 def write_pod_stages(workdir: Path) -> Path:

@@ -43,6 +43,22 @@ def _ms(value: float | None) -> float | None:
 
 
 @dataclass
+class RequestRecord:
+    """One request as the generator saw it: when it started (unix seconds), who answered
+    (``local/<pod>`` or ``<provider>/<deployment>``; empty when it failed), how long the answer
+    took (None when it failed) and why it failed."""
+
+    t: float
+    answerer: str = ""
+    latency: float | None = None
+    error: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.latency is None
+
+
+@dataclass
 class LoadReport:
     requests: int = 0
     failed: int = 0
@@ -52,6 +68,8 @@ class LoadReport:
     #: ``local`` or a provider name → latencies of its answers
     latencies_by_where: dict[str, list[float]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
+    #: every request in start order (the simulated day's traffic chart and table come from these)
+    records: list[RequestRecord] = field(default_factory=list)
 
     def add(self, answerer: str, latency: float) -> None:
         self.latencies.append(latency)
@@ -113,21 +131,27 @@ async def run_load(
     duration: float,
     timeout: float = 10.0,
     path: str = "/",
+    report: LoadReport | None = None,
 ) -> LoadReport:
+    """``report``: fill this one (a caller can read its records while the load runs)."""
     check_target(cluster_ip, rate, duration)
     node = NetnsSockets(node_netns)
-    report = LoadReport()
+    report = LoadReport() if report is None else report
 
     async def one() -> None:
+        record = RequestRecord(time.time())
+        report.records.append(record)
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
                 answer = await get(await node.client(), cluster_ip, port, path)
         except (OSError, TimeoutError) as exc:
             report.failed += 1
-            report.errors[f"{type(exc).__name__}: {exc}"[:120]] += 1
+            record.error = f"{type(exc).__name__}: {exc}"[:120]
+            report.errors[record.error] += 1
             return
-        report.add(who(answer), time.monotonic() - started)
+        record.answerer, record.latency = who(answer), time.monotonic() - started
+        report.add(record.answerer, record.latency)
 
     try:
         async with asyncio.TaskGroup() as group:

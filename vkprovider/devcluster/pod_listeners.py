@@ -6,7 +6,11 @@ declared TCP container port) for each pod with an IP from kwok's range, in the b
 namespace (:mod:`datapath`: the pod range is local there, so any pod IP can be bound), while
 the pod is Ready and not terminating;
 it is closed when the pod stops being Ready, starts terminating or goes away, so a connection
-to a gone pod is refused as on a real node. Each answer names the pod and says ``local``.
+to a gone pod is refused as on a real node. A pod annotated to serve through its grace period
+(``kwok.SERVE_THROUGH_GRACE_ANNOTATION``, a server with a preStop sleep) keeps answering while
+it terminates, until kwok deletes it at the end of its grace: its endpoint, terminating but
+serving, is what kube-proxy falls back to while no Ready one exists. Each answer names the pod
+and says ``local``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 from typing import Any
 
 from vkprovider.devcluster.datapath import POD_CIDR
+from vkprovider.devcluster.kwok import SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.devcluster.netns_socket import NetnsSockets
 from vkprovider.devcluster.replica_http import serve
 from vkprovider.kube.client import KubeClient
@@ -30,10 +35,14 @@ _POD_NETWORK = ipaddress.IPv4Network(POD_CIDR)
 
 
 def _ready(pod: JSON) -> bool:
+    """Ready and not terminating — or terminating while it serves through its grace
+    (:data:`SERVE_THROUGH_GRACE_ANNOTATION`: kwok deletes it when the grace is over)."""
     status = pod.get("status") or {}
     conditions = status.get("conditions") or []
+    meta = pod["metadata"]
+    through_grace = SERVE_THROUGH_GRACE_ANNOTATION in (meta.get("annotations") or {})
     return (
-        pod["metadata"].get("deletionTimestamp") is None
+        (meta.get("deletionTimestamp") is None or through_grace)
         and status.get("phase") == "Running"
         and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     )

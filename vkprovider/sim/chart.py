@@ -8,7 +8,9 @@ its ledger was billing (so a replica still being created is counted from its cre
 external pods no ledger entry covered yet ("being placed"); the desired count (dashed), Ready
 replicas, desired - Ready shaded red, the PDB floor (dotted); training jobs as shaded bands
 (through Kueue: admitted to finished, hatched while queued), maintenance and outage windows as
-bands, other events as dotted lines, and the spend rate (ledgers) on a second axis. Middle: the
+bands, other events as dotted lines, and the spend rate (ledgers) on a second axis. Below it the
+traffic: requests per second answered locally and by each provider, failed requests marked
+(:func:`vkprovider.sim.traffic.traffic_series`, from the load generator's records). Then the
 cumulative spend against the ideal's (the lower bound). Bottom strip: the gate's state. The x
 axis is the simulated clock.
 """
@@ -25,12 +27,14 @@ import itertools
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from vkprovider.sim.costs import spend_rate
 from vkprovider.sim.ideal import policies
 from vkprovider.sim.record import LedgerEntry, Recording
 from vkprovider.sim.scenario import Scenario
+from vkprovider.sim.traffic import NoTraffic, traffic_series
 
 LOCAL_COLOUR = "#2e8b57"
 PROVIDER_COLOURS = ["#f39c12", "#d35400", "#c0392b", "#8e44ad", "#7f8c8d"]
@@ -137,11 +141,47 @@ def _queued(rec: Recording) -> list[tuple[str, float, float]]:
     ]
 
 
+def draw_traffic(s: Scenario, rec: Recording, ax: Axes) -> None:
+    """Requests per second answered locally and by each provider (stacked, the talk's chart),
+    failed requests as red crosses at the top; a note when no traffic was measured."""
+    try:
+        data = traffic_series(s, rec)
+    except NoTraffic:
+        why = "no data path on this machine" if rec.traffic is None else "no request was recorded"
+        ax.text(0.5, 0.5, f"traffic not measured ({why})", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks([])
+        return
+    providers = [p.name for p in s.providers]
+    ax.stackplot(
+        data.hours,
+        data.local,
+        *(data.external[p] for p in providers),
+        labels=["answered locally", *(f"answered by {p}" for p in providers)],
+        colors=[LOCAL_COLOUR, *PROVIDER_COLOURS[: len(providers)]],
+        step="post",
+    )
+    totals = [sum(v) for v in zip(data.local, *(data.external[p] for p in providers), strict=True)]
+    top = max([*totals, 1.0]) * 1.3
+    failed = [(x, n) for x, n in zip(data.hours, data.failed, strict=True) if n]
+    total_failed = sum(data.failed)
+    ax.scatter(
+        [x for x, _ in failed],
+        [top * 0.92] * len(failed),
+        marker="x",
+        color=SHORT_COLOUR,
+        zorder=5,
+        label=f"failed requests ({total_failed} in all)",
+    )
+    ax.set_ylim(0, top)
+    ax.set_ylabel("requests / s (real)")
+    ax.legend(loc="upper left", fontsize=8, frameon=False, ncol=len(providers) + 2)
+
+
 def draw(s: Scenario, rec: Recording, path: Path) -> None:
     data = series(s, rec)
     samples = [x for x in rec.samples if rec.day_start <= x.t <= max(rec.day_end, rec.day_start)]
-    fig, (ax, money_ax, gate_ax) = plt.subplots(
-        3, 1, figsize=(14, 9.5), dpi=110, sharex=True, gridspec_kw={"height_ratios": [6, 2.2, 0.8]}
+    fig, (ax, traffic_ax, money_ax, gate_ax) = plt.subplots(
+        4, 1, figsize=(14, 12), dpi=110, sharex=True, gridspec_kw={"height_ratios": [6, 2.6, 2.2, 0.8]}
     )
     xs = data.hours
     providers = [p.name for p in s.providers]
@@ -220,7 +260,9 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
             ax.text(x, top * 0.82, f" {EVENT_LABELS[a.kind]} {a.subject}", rotation=90, fontsize=8, va="top")
     ax.set_ylim(0, top)
     ax.set_ylabel("inference replicas")
-    ax.set_title(f"{s.name}: inference replicas, training, gate and spend over the simulated day", pad=64)
+    ax.set_title(
+        f"{s.name}: inference replicas, traffic, training, gate and spend over the simulated day", pad=64
+    )
     spend_ax = ax.twinx()
     spend_ax.step(
         xs,
@@ -263,6 +305,8 @@ def draw(s: Scenario, rec: Recording, path: Path) -> None:
         ncol=(len(names) + 2) // 3,
         frameon=False,
     )
+
+    draw_traffic(s, rec, traffic_ax)
 
     money_ax.step(xs, data.spent, where="post", color="#6c3483", linewidth=2, label="spent so far (ledgers)")
     money_ax.step(

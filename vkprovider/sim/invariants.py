@@ -20,7 +20,9 @@ Across the run:
   (minutes and money), and those left after settling;
 - **duplicates**: one pod UID billed by two deployments at the same time (any providers);
 - **gang** (training via Kueue): no training pod existed before its Job was admitted — none
-  created before the Workload's Admitted time, none seen in a sample while it was queued.
+  created before the Workload's Admitted time, none seen in a sample while it was queued;
+- **traffic**: every workload's Service got requests all day and not one failed — through every
+  burst and every return (:mod:`vkprovider.sim.traffic`; not checked when no load was driven).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from vkprovider.devcluster.loadgen import RequestRecord
 from vkprovider.sim.record import Action, Admission, LedgerEntry, Sample
 from vkprovider.sim.scenario import Scenario
+from vkprovider.sim.traffic import traffic_broken
 
 #: a ledger entry serves this long (real seconds) before its pod may be Ready: clocks are the same
 #: host's, so this only absorbs float rounding between the fakecloud's and the sampler's reads
@@ -61,6 +65,8 @@ class Invariants:
     orphan_minutes: float = 0.0  #: simulated deployment-minutes billed without a pod, from the samples
     orphan_money: float = 0.0  #: simulated
     orphans_seen: list[str] = field(default_factory=list)  #: provider/deployment (pod uid), from the samples
+    #: the traffic invariant (:func:`vkprovider.sim.traffic.traffic_broken`): failed or missing requests
+    traffic: list[str] = field(default_factory=list)
 
     @property
     def broken(self) -> list[str]:
@@ -89,6 +95,7 @@ class Invariants:
             out.append(f"{len(self.duplicates)} duplicate deployments")
         if self.gang:
             out.append(f"{len(self.gang)} gang admission violations")
+        out += self.traffic
         return out
 
     @property
@@ -251,6 +258,8 @@ def invariants(
     ledgers: dict[str, list[LedgerEntry]],
     orphans: list[str],
     admissions: list[Admission] | None = None,
+    traffic: dict[str, list[RequestRecord]] | None = None,
+    day_start: float = 0.0,
 ) -> Invariants:
     admitted = tuple(a.admitted for a in admissions or [] if a.admitted is not None)
     if admissions:  # through Kueue a Job preempts when admitted, not when it arrives
@@ -274,4 +283,5 @@ def invariants(
         orphan_minutes,
         orphan_money,
         orphans_seen,
+        traffic_broken(s, traffic, day_start),
     )

@@ -14,7 +14,11 @@ from typing import Any
 
 # kwok stage delays (dev clusters with pod delays or Kueue): a local replica takes
 # ``fleet.ready_after`` to become Ready, a training pod completes after its run.
-from vkprovider.devcluster.kwok import COMPLETE_DELAY_ANNOTATION, READY_DELAY_ANNOTATION
+from vkprovider.devcluster.kwok import (
+    COMPLETE_DELAY_ANNOTATION,
+    READY_DELAY_ANNOTATION,
+    SERVE_THROUGH_GRACE_ANNOTATION,
+)
 from vkprovider.sim.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOAD_PRIORITY_CLASS
 from vkprovider.sim.kueue import NAMESPACE as KUEUE_NAMESPACE
 from vkprovider.sim.scenario import ProviderSpec, Scenario, Training, Workload
@@ -25,6 +29,14 @@ WORKLOAD_LABEL = "sim.vkprovider.io/workload"
 TRAINING_LABEL = "sim.vkprovider.io/training"
 POOL_LABEL, POOL_VALUE = "pool", "local-gpu"
 GPU = "nvidia.com/gpu"
+#: the inference server's port (vLLM's), and the Service's
+CONTAINER_PORT, SERVICE_PORT = 8000, 80
+#: an inference replica's grace period (real seconds): an external one drains this long, its
+#: endpoint terminating, before its deployment is stopped (capped by traffic.drain_max_seconds)
+INFERENCE_GRACE_SECONDS = 5
+#: the zone label the sim gives every local (kwok) node, so kube-proxy honours the Services' zone
+#: hints (it ignores them unless every Ready endpoint has one and its own node has a zone)
+LOCAL_ZONE = "local-a"
 #: The HPAs' scale-down stabilization, in real seconds (a few metrics-server resolutions)
 HPA_SCALE_DOWN_WINDOW_SECONDS = 20
 
@@ -37,6 +49,7 @@ _PLURALS = {
     "PriorityClass": "priorityclasses",
     "Namespace": "namespaces",
     "Pod": "pods",
+    "Service": "services",
     "ResourceFlavor": "resourceflavors",
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",
@@ -89,6 +102,10 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                     "annotations": {
                         "vkprovider.io/gpu-type": s.fleet.gpu_type,
                         READY_DELAY_ANNOTATION: go_duration(s.real(s.fleet.ready_after)),
+                        # a server that drains: it keeps answering through its grace period (on a
+                        # real node, a preStop sleep), so a preempted local replica's terminating
+                        # endpoint serves until the replacements are Ready
+                        SERVE_THROUGH_GRACE_ANNOTATION: "true",
                     },
                 },
                 "spec": {
@@ -108,7 +125,7 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                     "tolerations": [
                         {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
                     ],
-                    "terminationGracePeriodSeconds": 5,
+                    "terminationGracePeriodSeconds": INFERENCE_GRACE_SECONDS,
                     # vLLM's own Kubernetes manifest: /dev/shm as a memory emptyDir (tensor-parallel
                     # workers share it) and an emptyDir model cache. Both are local storage, which
                     # the Descheduler refuses to evict unless the policy says otherwise: the day
@@ -121,8 +138,8 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                         {
                             "name": "server",
                             "image": "vllm/vllm-openai:v0.6.3",
-                            "args": ["--model", w.name, "--port", "8000"],
-                            "ports": [{"containerPort": 8000}],
+                            "args": ["--model", w.name, "--port", str(CONTAINER_PORT)],
+                            "ports": [{"containerPort": CONTAINER_PORT}],
                             "volumeMounts": [
                                 {"name": "shm", "mountPath": "/dev/shm"},
                                 {"name": "model-cache", "mountPath": "/root/.cache/huggingface"},
@@ -135,6 +152,22 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
                     ],
                 },
             },
+        },
+    }
+
+
+def service(s: Scenario, w: Workload) -> JSON:
+    """The workload's Service: what the day's load generator sends its requests to (through
+    kube-proxy). ``PreferSameZone`` keeps traffic on the local replicas (zone of the kwok nodes)
+    while any is Ready, and moves it to the virtual node's zone only when none is."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": w.name, "namespace": s.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "spec": {
+            "selector": {"app": w.name},
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": CONTAINER_PORT}],
+            "trafficDistribution": "PreferSameZone",
         },
     }
 
@@ -276,5 +309,9 @@ def fakecloud_config(s: Scenario, p: ProviderSpec) -> JSON:
             "serving_after_seconds": round(s.real(p.ready_after), 3),
             "log_interval_seconds": 5,
         },
-        "knobs": {"error_rate": p.failure_rate, "loss_rate": p.loss_rate},
+        "knobs": {
+            "error_rate": p.failure_rate,
+            "loss_rate": p.loss_rate,
+            "round_trip_seconds": p.round_trip_ms / 1000.0,
+        },
     }

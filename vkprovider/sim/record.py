@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vkprovider.devcluster.loadgen import RequestRecord
+
 
 @dataclass
 class WorkloadSample:
@@ -164,6 +166,8 @@ class Recording:
     orphans: list[str] = field(default_factory=list)  #: provider/uid without a pod at the end
     notes: list[str] = field(default_factory=list)
     admissions: list[Admission] = field(default_factory=list)  #: training via Kueue, in timeline order
+    #: workload -> every request the load generator sent to its Service (None: no load was driven)
+    traffic: dict[str, list[RequestRecord]] | None = None
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -184,4 +188,7 @@ class Recording:
             orphans=list(data.get("orphans", [])),
             notes=list(data.get("notes", [])),
             admissions=[Admission(**a) for a in data.get("admissions", [])],
+            traffic=None
+            if data.get("traffic") is None
+            else {w: [RequestRecord(**r) for r in rs] for w, rs in data["traffic"].items()},
         )

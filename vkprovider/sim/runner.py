@@ -2,10 +2,11 @@
 
 1. start the stack (control plane + kwok fleet, fakeclouds, ``vkprovider serve``, gate and
    Descheduler when this build has them) and apply the workloads;
-2. warm up: wait until every replica is Ready on the local nodes (the day starts from a
-   steady state, not from the cold start);
+2. warm up: wait until every replica is Ready on the local nodes and answers through its
+   Service (the day starts from a steady state, not from the cold start);
 3. drive the timeline in compressed real time while a sampler records the world every
-   ``runtime.sample_seconds`` and feeds the live view;
+   ``runtime.sample_seconds`` and feeds the live view, and a load generator per workload sends
+   its ``requests_per_second`` to the workload's Service all day (through kube-proxy);
 4. after the day, give deletions ``runtime.settle_seconds`` to finish, count orphaned provider
    deployments, read the ledgers one last time and write the report.
 """
@@ -23,9 +24,12 @@ from pathlib import Path
 import httpx
 
 from vkprovider.devcluster.cluster import run_root
+from vkprovider.devcluster.loadgen import LoadReport, run_load, who
+from vkprovider.devcluster.netns_socket import NetnsSockets
+from vkprovider.devcluster.replica_http import get
 from vkprovider.kube.client import KubeClient
 from vkprovider.models import LABEL_POD_UID
-from vkprovider.sim import report
+from vkprovider.sim import manifests, report
 from vkprovider.sim.costs import provider_costs
 from vkprovider.sim.ledger import LedgerReader
 from vkprovider.sim.live import LiveView
@@ -35,6 +39,7 @@ from vkprovider.sim.scenario import Scenario
 from vkprovider.sim.service_config import gate_section, preflight
 from vkprovider.sim.stack import Stack
 from vkprovider.sim.timeline import Change, sample_changes
+from vkprovider.sim.traffic import REQUEST_TIMEOUT_SECONDS
 from vkprovider.sim.world import World
 
 log = logging.getLogger(__name__)
@@ -99,13 +104,39 @@ class Run:
             gate_settled = sample.gate_tainted is not None and sample.gate_tainted == expect_taint
             # through Kueue: serve's quota sync has set the queue to what the fleet offers
             quota_synced = not self.s.training.kueue or sample.queue_gpus == self.expected_quota
-            if home and gate_settled and quota_synced:
+            if home and gate_settled and quota_synced and await self.services_answer(sample):
                 return
             await asyncio.sleep(1.0)
         self.rec.notes.append(
-            f"warm-up: not every replica was Ready locally (and the gate and the queue's quota settled) "
+            f"warm-up: not every replica was Ready locally and answering through its Service (and the gate "
+            "and the queue's quota settled) "
             f"after {timeout:.0f}s; started anyway"
         )
+
+    async def services_answer(self, sample: Sample) -> bool:
+        """Whether each workload's Service, through kube-proxy, reaches every one of its Ready
+        replicas (as many distinct answerers as Ready replicas, out of 5 probes per replica): the
+        day's traffic starts from a data path that has caught up with the apiserver. True without
+        a data path."""
+        net = self.stack.cluster.datapath
+        if net is None:
+            return True
+        node = NetnsSockets(net.node)
+        try:
+            for w in self.s.workloads:
+                ip, ready = await self.world.cluster_ip(w.name), sample.workloads[w.name].ready
+                seen = set()
+                for _ in range(5 * ready):
+                    try:
+                        async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
+                            seen.add(who(await get(await node.client(), ip, manifests.SERVICE_PORT)))
+                    except (OSError, TimeoutError):
+                        return False
+                if len(seen) < ready:
+                    return False
+        finally:
+            node.close()
+        return True
 
     @property
     def expected_quota(self) -> int:
@@ -133,11 +164,50 @@ class Run:
                 self.view.update(sample, self.spent(sample.t))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
+    async def start_traffic(self, tasks: list[asyncio.Task[LoadReport]]) -> None:
+        """One load generator per workload, at its ``requests_per_second`` for the whole day, to
+        its Service's ClusterIP from the node namespace (through kube-proxy); their records fill
+        ``rec.traffic`` as they go, their tasks ``tasks``. Without the data path, none (the report
+        says so)."""
+        net = self.stack.cluster.datapath
+        if net is None:
+            return
+        self.rec.traffic = {}
+        for w in self.s.workloads:
+            report = LoadReport()
+            self.rec.traffic[w.name] = report.records
+            load = run_load(
+                net.node,
+                await self.world.cluster_ip(w.name),
+                manifests.SERVICE_PORT,
+                rate=w.requests_per_second,
+                duration=self.s.clock.real_seconds,
+                timeout=REQUEST_TIMEOUT_SECONDS,
+                report=report,
+            )
+            tasks.append(asyncio.create_task(load, name=f"load-{w.name}"))
+
+    async def finish_traffic(self, tasks: list[asyncio.Task[LoadReport]], *, day_over: bool) -> None:
+        """After the day, let the last requests answer or time out (a day cut short stops them at
+        once); a generator that failed becomes a note."""
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_SECONDS + 5.0 if day_over else 0)
+        for task in pending:
+            task.cancel()
+            self.rec.notes.append(f"traffic: {task.get_name()} did not finish; cancelled")
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in done:
+            if task.exception() is not None:
+                self.rec.notes.append(f"traffic: {task.get_name()} failed: {task.exception()!r}"[:300])
+
     async def day(self) -> None:
         self.rec.day_start = time.time()
         self.view.start_day(self.rec.day_start)
         sampler = asyncio.create_task(self.sample_loop())
+        load: list[asyncio.Task[LoadReport]] = []
         try:
+            await self.start_traffic(load)
             for step in self.world.steps():
                 await asyncio.sleep(max(0.0, self.rec.day_start + step.at - time.time()))
                 try:
@@ -152,6 +222,7 @@ class Run:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
+            await self.finish_traffic(load, day_over=self.rec.day_end > 0)
 
     async def orphans(self) -> list[str]:
         """Provider deployments of the virtual node whose pod no longer exists."""

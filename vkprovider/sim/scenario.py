@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 
 from vkprovider.sim.scenario_parts import (
     KINDS,
+    MAX_TOTAL_RPS,
     NAME,
     CapacityChange,
     Clock,
@@ -185,6 +186,12 @@ def reference_errors(s: Scenario) -> list[str]:
                 f"workloads.{i}.pdb.min_available: {w.pdb.min_available} exceeds {what} ({smallest}): "
                 "no replica could ever be disrupted"
             )
+    total_rate = sum(w.requests_per_second for w in s.workloads)
+    if total_rate > MAX_TOTAL_RPS:
+        errors.append(
+            f"workloads.requests_per_second: {total_rate:g} requests/s in total exceed {MAX_TOTAL_RPS:g} "
+            "(the load generator shares the machine with the whole stack)"
+        )
     errors += timing_errors(s)
     errors += [
         f"load.{i}.at: {p.at / 3600:g}h is after the end of the day ({s.clock.day / 3600:g}h)"

@@ -18,6 +18,9 @@ from pydantic import (
 )
 
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: the day's load generator shares the machine with the whole stack: bounded per workload and in total
+MAX_WORKLOAD_RPS = 100.0
+MAX_TOTAL_RPS = 200.0
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -86,6 +89,12 @@ class ProviderSpec(Strict):
     ready_after: SimSeconds = Field(default=300.0, description="Running → Ready (model load)")
     failure_rate: float = Field(default=0.0, ge=0, le=1, description="share of API calls failing 503")
     loss_rate: float = Field(default=0.0, ge=0, le=1, description="per status read: deployment vanishes")
+    round_trip_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=5000,
+        description="extra latency of each request its replicas answer, in real milliseconds (not compressed)",
+    )
 
 
 class Pdb(Strict):
@@ -125,6 +134,12 @@ class Workload(Strict):
     gpus: int = Field(default=1, ge=1, description="GPUs per replica")
     pdb: Pdb | None = Pdb(max_unavailable=1)
     hpa: Hpa | None = None
+    requests_per_second: float = Field(
+        default=5.0,
+        gt=0,
+        le=MAX_WORKLOAD_RPS,
+        description="requests per real second the load generator sends to the workload's Service all day",
+    )
 
 
 class LoadPoint(Strict):

@@ -42,6 +42,7 @@ from vkprovider.sim.service_config import (
     gate_supported,
     serve_config,
 )
+from vkprovider.traffic.config import ZONE_LABEL
 
 STATE_FILE = "demo-state.json"
 #: metrics-server's scrape interval: its minimum (the day is compressed; HPAs see fresher figures)
@@ -158,6 +159,16 @@ class Stack:
         async with self.cluster.http() as client:
             for name in node_names(s):
                 await kwok.create_node(client, name, s.fleet.gpus_per_node)
+                # a zone, so kube-proxy honours the Services' PreferSameZone hints (local first)
+                resp = await client.patch(
+                    f"/api/v1/nodes/{name}",
+                    json={"metadata": {"labels": {ZONE_LABEL: manifests.LOCAL_ZONE}}},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                if resp.status_code != 200:
+                    raise StartupError(
+                        f"labelling node {name} with its zone: {resp.status_code} {resp.text[:300]}"
+                    )
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 resp = await client.get("/api/v1/nodes", params={"labelSelector": kwok.GPU_POOL_SELECTOR})

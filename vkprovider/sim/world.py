@@ -59,7 +59,7 @@ class World:
             await self.kube.request("PUT", f"{manifests.collection_path(obj)}/{name}", body=obj)
 
     async def setup(self) -> None:
-        """Namespace, PriorityClasses, then each workload's Deployment, PDB and HPA."""
+        """Namespace, PriorityClasses, then each workload's Service, Deployment, PDB and HPA."""
         if self.s.namespace != "default":
             await self.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.s.namespace}}
@@ -67,10 +67,16 @@ class World:
         for value in sorted({t.priority for _, t in self.s.trainings()}):
             await self.create(manifests.priority_class(value))
         for w in self.s.workloads:
+            await self.create(manifests.service(self.s, w))
             await self.create(manifests.inference_deployment(self.s, w))
             for extra in (manifests.pdb(self.s, w), manifests.hpa(self.s, w)):
                 if extra is not None:
                     await self.create(extra)
+
+    async def cluster_ip(self, workload: str) -> str:
+        """The ClusterIP the apiserver gave the workload's Service."""
+        path = f"/api/v1/namespaces/{self.s.namespace}/services/{workload}"
+        return str((await self.kube.request("GET", path))["spec"]["clusterIP"])
 
     def steps(self) -> list[Step]:
         """The timeline as real-time steps, each event's end (training, outage, cordon) included."""

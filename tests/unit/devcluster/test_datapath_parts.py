@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from vkprovider.devcluster import datapath, kube_proxy, loadgen, pki
+from vkprovider.devcluster.kwok import SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.devcluster.pod_listeners import listeners_of
 from vkprovider.devcluster.replica_http import BadResponse, get, serve
 
@@ -99,6 +100,12 @@ def test_a_ready_kwok_pod_gets_a_listener_per_tcp_port_and_no_other_pod_does() -
     assert listeners_of(pod(deletionTimestamp="2026-01-01T00:00:00Z")) == {}  # terminating
     assert listeners_of(pod(ip=None)) == {}
     assert listeners_of(pod(ip="198.19.128.4")) == {}  # a provider's address: the provider serves it
+
+
+def test_a_pod_that_serves_through_its_grace_keeps_answering_while_it_terminates() -> None:
+    graceful = {"annotations": {SERVE_THROUGH_GRACE_ANNOTATION: "true"}}
+    assert listeners_of(pod(deletionTimestamp="2026-01-01T00:00:00Z", **graceful)) == listeners_of(pod())
+    assert listeners_of(pod(ready="False", deletionTimestamp="2026-01-01T00:00:00Z", **graceful)) == {}
 
 
 def test_kube_proxy_runs_in_nftables_mode_as_its_own_user() -> None:

@@ -21,7 +21,7 @@ def stages() -> dict[str, Any]:
 
 def test_ready_and_complete_wait_for_their_annotations() -> None:
     found = stages()
-    assert set(found) == {"pod-ready", "pod-complete", "pod-delete"}
+    assert set(found) == {"pod-ready", "pod-complete", "pod-delete", "pod-delete-after-grace"}
     ready, complete = found["pod-ready"]["spec"]["delay"], found["pod-complete"]["spec"]["delay"]
     assert ready["durationMilliseconds"] == complete["durationMilliseconds"] == 0  # no annotation: at once
     assert (
@@ -43,6 +43,27 @@ def test_only_job_pods_complete_and_finished_pods_are_not_ready() -> None:
     assert 'type: Ready, status: "False", reason: PodCompleted' in template
 
 
+GRACE_EXPRESSION = {"key": f'.metadata.annotations["{kwok.SERVE_THROUGH_GRACE_ANNOTATION}"]'}
+
+
+def test_pods_that_serve_through_their_grace_are_deleted_when_it_is_over() -> None:
+    """Exactly one delete stage matches any terminating pod: at once, or at its deletionTimestamp."""
+    found = stages()
+    at_once, after = found["pod-delete"]["spec"], found["pod-delete-after-grace"]["spec"]
+    terminating = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
+    assert at_once["selector"]["matchExpressions"] == [
+        terminating,
+        GRACE_EXPRESSION | {"operator": "DoesNotExist"},
+    ]
+    assert after["selector"]["matchExpressions"] == [terminating, GRACE_EXPRESSION | {"operator": "Exists"}]
+    assert "delay" not in at_once
+    assert after["delay"] == {
+        "durationMilliseconds": 0,
+        "durationFrom": {"expressionFrom": ".metadata.deletionTimestamp"},
+    }
+    assert after["next"] == at_once["next"] == {"finalizers": {"empty": True}, "delete": True}
+
+
 def test_written_where_kwok_reads_it(tmp_path: Path) -> None:
     path = kwok.write_pod_stages(tmp_path)
     assert path.read_text() == kwok.POD_STAGES
@@ -59,7 +80,11 @@ def test_same_selectors_and_status_fields_as_kwoks_own_fast_stages() -> None:
     for name in ("pod-ready", "pod-complete", "pod-delete"):
         upstream = yaml.safe_load((fast / f"{name}.yaml").read_text())["spec"]
         mine = ours[name]["spec"]
-        assert mine["selector"] == upstream["selector"], name
+        expressions = mine["selector"]["matchExpressions"]
+        if name == "pod-delete":  # pods that serve through their grace go to pod-delete-after-grace
+            assert expressions[-1] == GRACE_EXPRESSION | {"operator": "DoesNotExist"}
+            expressions = expressions[:-1]
+        assert {"matchExpressions": expressions} == upstream["selector"], name
         assert mine["resourceRef"] == upstream["resourceRef"], name
         if "statusTemplate" not in upstream["next"]:
             assert mine["next"] == upstream["next"], name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vkprovider.devcluster.kwok import SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.sim import manifests
 from vkprovider.sim.observe import sample_from
 from vkprovider.sim.record import LedgerEntry, NodeSample
@@ -138,3 +139,30 @@ def test_fakecloud_config_converts_times_to_real_seconds() -> None:
     # 10 min startup at 60 simulated seconds per real second
     assert config["lifecycle"]["provisioning_seconds"] == 10.0
     assert config["catalog"][0]["capacity"] == 4
+
+
+def test_each_workload_has_a_service_that_prefers_its_local_replicas() -> None:
+    """The day's traffic goes to the Service: it selects the Deployment's pods at their container
+    port, and PreferSameZone keeps requests on the local zone while a local replica is Ready."""
+    w = S.workloads[0]
+    service = manifests.service(S, w)
+    deployment = manifests.inference_deployment(S, w)
+    template = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    assert service["spec"]["trafficDistribution"] == "PreferSameZone"
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] == template["spec"]["containers"][0]["ports"][0]["containerPort"]
+    assert manifests.collection_path(service) == "/api/v1/namespaces/default/services"
+    # a preempted local replica serves through its grace (the data path's listener and kwok honour it)
+    assert template["metadata"]["annotations"][SERVE_THROUGH_GRACE_ANNOTATION] == "true"
+    assert template["spec"]["terminationGracePeriodSeconds"] == manifests.INFERENCE_GRACE_SECONDS
+
+
+def test_a_provider_round_trip_reaches_its_fakecloud_in_seconds() -> None:
+    s = parse_scenario(
+        {
+            **S.model_dump(mode="json"),
+            "providers": [{"name": "cheap", "price_per_hour": 2.0, "capacity": 4, "round_trip_ms": 40}],
+        }
+    )
+    assert manifests.fakecloud_config(s, s.providers[0])["knobs"]["round_trip_seconds"] == 0.04

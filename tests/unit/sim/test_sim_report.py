@@ -236,7 +236,8 @@ def test_a_broken_invariant_leads_the_report(tmp_path: Path) -> None:
     md = (report.write(rec, tmp_path / "r") / "report.md").read_text()
     assert (
         md.splitlines()[2]
-        == "**Verdict: BROKEN** — 1 orphaned deployments after settling. `make demo` exits 3."
+        == "**Verdict: BROKEN** — 1 orphaned deployments after settling. `make demo` exits 3. "
+        "Traffic was not measured (no data path, see the notes)."
     )
 
 

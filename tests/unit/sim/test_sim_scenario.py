@@ -87,6 +87,26 @@ def test_gpus_per_node_must_be_positive(gpus: int) -> None:
         (("timeline", 0, "training", "gpus"), 24, "timeline.0.training.gpus: 24 exceeds the fleet's 16 GPUs"),
         (("timeline", 0, "training", "gpus_per_pod"), 16, "timeline.0.training.gpus_per_pod: 16 exceeds"),
         (("workloads", 0, "pdb"), {}, "workloads.0.pdb: set exactly one of max_unavailable or min_available"),
+        (
+            ("workloads", 0, "requests_per_second"),
+            0,
+            "workloads.0.requests_per_second: Input should be greater than 0",
+        ),
+        (
+            ("workloads", 0, "requests_per_second"),
+            101,
+            "workloads.0.requests_per_second: Input should be less than",
+        ),
+        (
+            ("workloads", 0, "requests_per_second"),
+            "10",
+            "workloads.0.requests_per_second: Input should be a valid number, got '10'",
+        ),
+        (
+            ("providers", 0, "round_trip_ms"),
+            -1,
+            "providers.0.round_trip_ms: Input should be greater than or equal to 0",
+        ),
     ],
 )
 def test_bad_fields_are_named(path: tuple[Any, ...], value: Any, expected: str) -> None:
@@ -207,3 +227,9 @@ def test_overlapping_events_on_one_subject_are_refused() -> None:
         {"at": "40m", "outage": {"provider": "cheap", "duration": "10m"}},
     ]
     parse_scenario(back_to_back)
+
+
+def test_the_days_total_request_rate_is_bounded() -> None:
+    data = base()
+    data["workloads"] = [{"name": f"w{i}", "replicas": 1, "requests_per_second": 100} for i in range(3)]
+    assert "workloads.requests_per_second: 300 requests/s in total exceed 200" in refused(data)
