@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -27,34 +24,19 @@ from tests.integration.gate_support import (
     node_taints,
     running_gate,
 )
-from tests.support import eventually
+from tests.support import eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.gate_heartbeat import PAUSED_ANNOTATION
-from vkprovider.sim.local import VirtualNode, cloud_config, fakecloud_module, start_virtual_node
+from vkprovider.sim.local import VirtualNode, cloud_config, start_virtual_node
 
 pytestmark = pytest.mark.cluster
 
 JSON = dict[str, Any]
 FAST = {"dwell_seconds": 0, "min_flip_interval_seconds": 0, "interval_seconds": 0.2}
-
-
-@pytest.fixture
-async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(cluster.kubeconfig), qps=500, burst=1000)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def bare_node(kube: KubeClient) -> AsyncIterator[str]:
-    name = f"gate-live-{uuid.uuid4().hex[:6]}"
-    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
-    yield name
-    await kube.request("DELETE", f"/api/v1/nodes/{name}")
 
 
 @pytest.fixture
@@ -177,23 +159,12 @@ def gate_config(tmp_path: Path, node: str, timeout: float) -> Path:
     return path
 
 
-def spawn_gate(config: Path, cluster: Cluster, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(cluster.kubeconfig)}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "vkprovider", "gate", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
 async def test_a_killed_gates_taint_is_removed_by_the_node_agent(
     cluster: Cluster, vnode: VirtualNode, kube: KubeClient, tmp_path: Path
 ) -> None:
     timeout = 8.0
     log = tmp_path / "gate.log"
-    proc = spawn_gate(gate_config(tmp_path, vnode.name, timeout), cluster, log)
+    proc = vkprovider_process("gate", gate_config(tmp_path, vnode.name, timeout), cluster.kubeconfig, log)
     try:
 
         async def gate_tainted() -> bool:
@@ -289,18 +260,19 @@ async def test_pods_the_taint_does_not_keep_out_do_not_hold_it_off(
 
 
 async def test_removing_the_gate_section_ends_with_the_taint_gone(
-    cluster: Cluster, kube: KubeClient, tmp_path: Path
+    cluster: Cluster, cloud: Any, kube: KubeClient, tmp_path: Path
 ) -> None:
     """``serve`` with a gate taints; the operator removes ``gate:`` and restarts ``serve``: its
     node agent removes the taint the gate left (the heartbeat stopped with the gate)."""
-    from tests.integration.test_gate_serve import GATE, run, stop, write_config
+    from tests.integration.test_gate_serve import GATE, stop, write_config
 
-    cloud = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
-    await cloud.start()
     node = f"vk-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "serve.log"
-    proc = run(
-        "serve", write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}), cluster, log
+    proc = vkprovider_process(
+        "serve",
+        write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}),
+        cluster.kubeconfig,
+        log,
     )
     try:
 
@@ -313,7 +285,8 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
         await eventually(serve_tainted, timeout=90)
         assert await stop(proc) == 0
         assert await tainted(kube, node)  # nothing runs: nothing removes it yet
-        proc = run("serve", write_config(tmp_path, node, cloud.url, None), cluster, log)  # no gate:
+        no_gate = write_config(tmp_path, node, cloud.url, None)
+        proc = vkprovider_process("serve", no_gate, cluster.kubeconfig, log)
         await eventually(lambda: _untainted(kube, node), timeout=90)
         (event,) = await node_events(kube, node, "GateHeartbeatExpired")
         assert "/serve' stopped renewing" in event["message"]
@@ -322,5 +295,4 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        await cloud.stop()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")
