@@ -43,6 +43,21 @@ async def kueue_cluster(name: str, **start: Any) -> AsyncIterator[Cluster]:
             await started.stop(remove=True)
 
 
+def local_gpu_groups(gpus: int, cpu: int, memory: str) -> list[JSON]:
+    """A ClusterQueue's ``resourceGroups``: flavor ``local-gpu`` with these nominal quotas."""
+    resources = [
+        {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+        {"name": "cpu", "nominalQuota": cpu},
+        {"name": "memory", "nominalQuota": memory},
+    ]
+    return [
+        {
+            "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+            "flavors": [{"name": "local-gpu", "resources": resources}],
+        }
+    ]
+
+
 def training_job(
     prefix: str,
     pods: int,

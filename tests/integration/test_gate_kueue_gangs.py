@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.kueue_support import NS, kueue_cluster, submit_job, training_job
+from tests.integration.kueue_support import NS, kueue_cluster, local_gpu_groups, submit_job, training_job
 from tests.support import eventually
 from tests.unit.gate.test_gate_fit import vk
 from tests.unit.gate.test_gate_wave import PINS, planner, replica
@@ -74,21 +74,7 @@ async def never_admitted(client: httpx.AsyncClient) -> None:
     patch = {
         "spec": {
             "admissionChecksStrategy": {"admissionChecks": [{"name": "never"}]},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "local-gpu",
-                            "resources": [
-                                {"name": "nvidia.com/gpu", "nominalQuota": 8},
-                                {"name": "cpu", "nominalQuota": 128},
-                                {"name": "memory", "nominalQuota": "1Ti"},
-                            ],
-                        }
-                    ],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(8, 128, "1Ti"),
         }
     }
     resp = await client.patch(

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.integration.kueue_support import NS, kueue_cluster, submit_job, training_job
+from tests.integration.kueue_support import NS, kueue_cluster, local_gpu_groups, submit_job, training_job
 from tests.support import eventually
 from tests.unit.deploy import rendering
 from vkprovider.devcluster import Cluster
@@ -417,21 +417,7 @@ def cohort_queue(name: str) -> JSON:
             "cohortName": COHORT,
             "namespaceSelector": {},
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "local-gpu",
-                            "resources": [
-                                {"name": "nvidia.com/gpu", "nominalQuota": 0},
-                                {"name": "cpu", "nominalQuota": 1000},
-                                {"name": "memory", "nominalQuota": "10Ti"},
-                            ],
-                        }
-                    ],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(0, 1000, "10Ti"),
         },
     }
 
@@ -743,23 +729,13 @@ async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_synci
     """Runs last: one healthy local node (8 GPUs) is left. A queue of its own, so the in-process
     sync of the other tests is not the one writing."""
     path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
-    resources = [
-        {"name": "nvidia.com/gpu", "nominalQuota": 1},
-        {"name": "cpu", "nominalQuota": 1},
-        {"name": "memory", "nominalQuota": "1Gi"},
-    ]
     cq = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
         "metadata": {"name": "training-2"},
         "spec": {
             "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [{"name": "local-gpu", "resources": resources}],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(1, 1, "1Gi"),
         },
     }
     resp = await client.post(path, json=cq)
