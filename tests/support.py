@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,19 @@ async def eventually(
             if result:
                 return result
             await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def background(loop: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``loop`` (a component's ``run()``) as a task for the block; cancel it and wait for it
+    to end afterwards, so no task outlives the test."""
+    task = asyncio.create_task(loop)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @contextlib.asynccontextmanager

@@ -24,7 +24,7 @@ from tests.integration.gate_support import (
     node_taints,
     running_gate,
 )
-from tests.support import eventually, vkprovider_process
+from tests.support import background, eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.gate.config import GateConfig
@@ -64,17 +64,6 @@ async def node_events(kube: KubeClient, node: str, reason: str) -> list[JSON]:
     return [e for e in body["items"] if e.get("reason") == reason]
 
 
-@contextlib.asynccontextmanager
-async def running(gate: Gate) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(gate.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def sample_taint(kube: KubeClient, node: str, seconds: float) -> list[bool]:
     samples = []
     end = time.monotonic() + seconds
@@ -89,9 +78,9 @@ async def test_a_second_gate_refuses_and_takes_over_only_when_the_first_is_gone(
 ) -> None:
     first = fixed_gate(kube, bare_node, "gate-a", free=16)  # wants the taint on
     second = fixed_gate(kube, bare_node, "gate-b", free=0)  # wants it off
-    async with running(first) as first_task:
+    async with background(first.run()) as first_task:
         await eventually(lambda: tainted(kube, bare_node), timeout=30)
-        async with running(second):
+        async with background(second.run()):
             samples = await sample_taint(kube, bare_node, 6.0)  # ~30 ticks of each gate
             flips = sum(a != b for a, b in itertools.pairwise(samples))
             print(
@@ -120,7 +109,7 @@ async def test_an_operator_pause_is_respected_and_a_manual_untaint_not_undone(
     kube: KubeClient, bare_node: str
 ) -> None:
     gate = fixed_gate(kube, bare_node, "gate-a", free=16)
-    async with running(gate):
+    async with background(gate.run()):
         await eventually(lambda: tainted(kube, bare_node), timeout=30)
         body = await kube.request("GET", f"/api/v1/nodes/{bare_node}")
         patch = {
