@@ -25,20 +25,7 @@ from vkprovider_runpod.adapter import RunPodProvider
 
 from tests.security import fake_runpod
 from vkprovider.errors import ProviderError
-from vkprovider.models import Container, DeploymentRequest, LogOptions
-
-
-def request(uid: str) -> DeploymentRequest:
-    return DeploymentRequest(
-        uid=uid,
-        namespace="ns",
-        name=f"pod-{uid}",
-        node_name="vk",
-        containers=[Container(name="main", image="ghcr.io/example/infer:1")],
-        gpu_type="RTX-4090-24GB",
-        gpu_count=1,
-        offer_id="SECURE/US-KS-2/NVIDIA GeForce RTX 4090/1",
-    )
+from vkprovider.models import LogOptions
 
 
 async def hold(stream: AsyncIterator[bytes], started: asyncio.Event) -> None:
@@ -55,7 +42,7 @@ async def main(streams: int, reads: int, timeout: float) -> None:
         adapter = RunPodProvider(
             "runpod", RunPodProvider.Settings(api_key=fake_runpod.KEY, base_url=url, timeout_seconds=timeout)
         )
-        await adapter.deploy(request("uid-chatty"))
+        await adapter.deploy(fake_runpod.request("uid-chatty"))
         events = [asyncio.Event() for _ in range(streams)]
         tasks = [
             asyncio.create_task(hold(adapter.logs("uid-chatty", LogOptions(follow=True)), e)) for e in events

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,19 @@ async def eventually(
             if result:
                 return result
             await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def background(loop: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``loop`` (a component's ``run()``) as a task for the block; cancel it and wait for it
+    to end afterwards, so no task outlives the test."""
+    task = asyncio.create_task(loop)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @contextlib.asynccontextmanager
@@ -48,3 +63,35 @@ async def fakecloud_process(config: dict[str, Any], directory: Path) -> AsyncIte
         if process.returncode is None:
             process.terminate()
             await process.wait()
+
+
+def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``vkprovider <command> --config <config>`` in a process of its own against ``kubeconfig``,
+    its output appended to ``log``; the caller stops it (by its PID) and waits for it."""
+    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(kubeconfig)}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def gpu_worker_pod(node: str, *, run_seconds: float, grace_seconds: int) -> dict[str, Any]:
+    """The pod spec of a Job's one-GPU worker pinned to the virtual node ``node`` (tolerating its
+    taint); fakecloud runs it ``run_seconds`` (``FAKECLOUD_RUN_SECONDS``), then it exits 0."""
+    return {
+        "restartPolicy": "Never",
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": grace_seconds,
+        "containers": [
+            {
+                "name": "worker",
+                "image": "registry.example/trainer:1.0",
+                "env": [{"name": "FAKECLOUD_RUN_SECONDS", "value": f"{run_seconds:g}"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        ],
+    }

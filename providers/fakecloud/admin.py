@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from vkprovider.plugins.api import Phase
 
 from .config import Knobs
-from .lifecycle import Outcome
+from .deployment import Deployment, Outcome
 from .rules import Rule
-from .state import ApiError, Deployment, Store
+from .state import ApiError, Store
 
 admin_router = APIRouter()
 

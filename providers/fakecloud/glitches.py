@@ -16,7 +16,8 @@ from typing import Any
 
 from vkprovider.models import Phase
 
-from .state import Deployment, Store
+from .deployment import Deployment
+from .state import Store
 
 
 def glitch_list(store: Store, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:

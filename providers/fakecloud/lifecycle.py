@@ -6,9 +6,7 @@ report at that instant; nothing here mutates state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from vkprovider.plugins.api import (
     ContainerState,
@@ -19,22 +17,10 @@ from vkprovider.plugins.api import (
     PortMapping,
 )
 
-if TYPE_CHECKING:
-    from .config import FakeCloudConfig
-    from .state import Deployment
+from .config import FakeCloudConfig
+from .deployment import Deployment, Outcome
 
 _MAX_HEARTBEATS = 10_000
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How and when a deployment ended (admin verb or natural end of run)."""
-
-    phase: Phase
-    reason: str
-    message: str
-    exit_code: int
-    at: float
 
 
 def _natural_end(d: Deployment, config: FakeCloudConfig) -> Outcome | None:

@@ -18,8 +18,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from .deployment import Deployment
 from .lifecycle import ending
-from .state import Deployment, Store
+from .state import Store
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ from pydantic import ValidationError
 
 from vkprovider.plugins.api import DeploymentRequest
 
+from .deployment import Deployment
 from .glitches import glitch_list, still_deleting
 from .lifecycle import log_lines
-from .state import ApiError, Deployment, Store
+from .state import ApiError, Store
 from .wire import NODE_SELECTOR_PARAM, decode_request, parse_selector
 
 api_router = APIRouter()

@@ -12,7 +12,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from vkprovider.plugins.api import (
@@ -24,8 +24,9 @@ from vkprovider.plugins.api import (
 )
 
 from .config import CatalogEntry, FakeCloudConfig, Knobs
+from .deployment import Deployment, Outcome
 from .ledger import LedgerEntry
-from .lifecycle import Outcome, ending, endpoints_of, status_of
+from .lifecycle import ending, endpoints_of, status_of
 from .rules import Rules
 
 
@@ -41,22 +42,6 @@ class ApiError(Exception):
 class OfferState:
     entry: CatalogEntry
     capacity: int
-
-
-@dataclass
-class Deployment:
-    uid: str
-    provider_id: str
-    request: DeploymentRequest
-    labels: dict[str, str]
-    offer: CatalogEntry
-    created: float
-    created_wall: datetime
-    ip: str
-    run_seconds: float | None
-    exit_code: int
-    outcome: Outcome | None = None
-    extra_logs: list[tuple[float, str, str]] = field(default_factory=list)
 
 
 def _run_override(request: DeploymentRequest, default: float | None, code: int) -> tuple[float | None, int]:

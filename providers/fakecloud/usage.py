@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vkprovider.plugins.api import Phase
 
-from .state import ApiError, Deployment, Store
+from .deployment import Deployment
+from .state import ApiError, Store
 from .wire import NODE_SELECTOR_PARAM, parse_selector
 
 usage_router = APIRouter()

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from vkprovider_fakecloud.ledger import LedgerEntry
 
+from tests.support import gpu_worker_pod
+
 if TYPE_CHECKING:
     from tests.chaos.report import Finding
     from tests.chaos.rig import Rig
@@ -46,24 +48,7 @@ def job_manifest(name: str, node: str, *, indexed: bool, run_seconds: float) -> 
                     {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
                 ]
             },
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": {"kubernetes.io/hostname": node},
-                    "tolerations": [
-                        {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                    "terminationGracePeriodSeconds": 3,
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "registry.example/trainer:1.0",
-                            "env": [{"name": "FAKECLOUD_RUN_SECONDS", "value": f"{run_seconds:g}"}],
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ],
-                },
-            },
+            "template": {"spec": gpu_worker_pod(node, run_seconds=run_seconds, grace_seconds=3)},
         },
     }
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.support import background
 from vkprovider.devcluster import kwok
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
@@ -197,13 +198,8 @@ async def running_gate(kube: KubeClient, node: str, **overrides: Any) -> AsyncIt
     }
     gate = Gate(kube, GateConfig.model_validate(settings), node)
     await gate.preflight()
-    task = asyncio.create_task(gate.run())
-    try:
+    async with background(gate.run()):
         yield gate
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @dataclass

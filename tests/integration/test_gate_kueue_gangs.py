@@ -15,47 +15,30 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.integration.kueue_support import NS, kueue_cluster, local_gpu_groups, submit_job, training_job
 from tests.support import eventually
 from tests.unit.gate.test_gate_fit import vk
 from tests.unit.gate.test_gate_wave import PINS, planner, replica
 from vkprovider.devcluster import Cluster
-from vkprovider.devcluster.build import Toolchain
 from vkprovider.gate.view import ClusterView
 from vkprovider.kube.client import KubeClient
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parents[2]
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
-NS = "research"
 JSON = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
 async def kcluster() -> AsyncIterator[Cluster]:
-    started = await Cluster.start(f"kueue-gangs-{os.getpid()}", gpu_nodes=1, kueue=True)
-    try:
-        kubectl = Toolchain.default().binary("kubectl")
-        await asyncio.to_thread(
-            subprocess.run,
-            [str(kubectl), f"--kubeconfig={started.kubeconfig}", "apply", "-k", str(REPO / "deploy/kueue")],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+    async with kueue_cluster(f"kueue-gangs-{os.getpid()}", gpu_nodes=1) as started:
         yield started
-    finally:
-        if not os.environ.get("VKPROVIDER_TEST_KEEP_CLUSTER"):
-            await started.stop(remove=True)
 
 
 async def never_admitted(client: httpx.AsyncClient) -> None:
@@ -91,21 +74,7 @@ async def never_admitted(client: httpx.AsyncClient) -> None:
     patch = {
         "spec": {
             "admissionChecksStrategy": {"admissionChecks": [{"name": "never"}]},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "local-gpu",
-                            "resources": [
-                                {"name": "nvidia.com/gpu", "nominalQuota": 8},
-                                {"name": "cpu", "nominalQuota": 128},
-                                {"name": "memory", "nominalQuota": "1Ti"},
-                            ],
-                        }
-                    ],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(8, 128, "1Ti"),
         }
     }
     resp = await client.patch(
@@ -117,35 +86,7 @@ async def never_admitted(client: httpx.AsyncClient) -> None:
 
 
 async def submit(client: httpx.AsyncClient, prefix: str, pods: int, gpus: int) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "research"}},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "trainer:test",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"},
-                                "limits": {"nvidia.com/gpu": str(gpus)},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
-    resp = await client.post(f"/apis/batch/v1/namespaces/{NS}/jobs", json=job)
-    assert resp.status_code == 201, resp.text
-    return name
+    return await submit_job(client, training_job(prefix, pods, gpus, queue="research"))
 
 
 def wave(view: ClusterView) -> tuple[list[str], list[str]]:

@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -27,34 +24,19 @@ from tests.integration.gate_support import (
     node_taints,
     running_gate,
 )
-from tests.support import eventually
+from tests.support import background, eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 from vkprovider.kube.gate_heartbeat import PAUSED_ANNOTATION
-from vkprovider.sim.local import VirtualNode, cloud_config, fakecloud_module, start_virtual_node
+from vkprovider.sim.local import VirtualNode, cloud_config, start_virtual_node
 
 pytestmark = pytest.mark.cluster
 
 JSON = dict[str, Any]
 FAST = {"dwell_seconds": 0, "min_flip_interval_seconds": 0, "interval_seconds": 0.2}
-
-
-@pytest.fixture
-async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(cluster.kubeconfig), qps=500, burst=1000)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def bare_node(kube: KubeClient) -> AsyncIterator[str]:
-    name = f"gate-live-{uuid.uuid4().hex[:6]}"
-    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
-    yield name
-    await kube.request("DELETE", f"/api/v1/nodes/{name}")
 
 
 @pytest.fixture
@@ -82,17 +64,6 @@ async def node_events(kube: KubeClient, node: str, reason: str) -> list[JSON]:
     return [e for e in body["items"] if e.get("reason") == reason]
 
 
-@contextlib.asynccontextmanager
-async def running(gate: Gate) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(gate.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def sample_taint(kube: KubeClient, node: str, seconds: float) -> list[bool]:
     samples = []
     end = time.monotonic() + seconds
@@ -107,9 +78,9 @@ async def test_a_second_gate_refuses_and_takes_over_only_when_the_first_is_gone(
 ) -> None:
     first = fixed_gate(kube, bare_node, "gate-a", free=16)  # wants the taint on
     second = fixed_gate(kube, bare_node, "gate-b", free=0)  # wants it off
-    async with running(first) as first_task:
+    async with background(first.run()) as first_task:
         await eventually(lambda: tainted(kube, bare_node), timeout=30)
-        async with running(second):
+        async with background(second.run()):
             samples = await sample_taint(kube, bare_node, 6.0)  # ~30 ticks of each gate
             flips = sum(a != b for a, b in itertools.pairwise(samples))
             print(
@@ -138,7 +109,7 @@ async def test_an_operator_pause_is_respected_and_a_manual_untaint_not_undone(
     kube: KubeClient, bare_node: str
 ) -> None:
     gate = fixed_gate(kube, bare_node, "gate-a", free=16)
-    async with running(gate):
+    async with background(gate.run()):
         await eventually(lambda: tainted(kube, bare_node), timeout=30)
         body = await kube.request("GET", f"/api/v1/nodes/{bare_node}")
         patch = {
@@ -177,23 +148,12 @@ def gate_config(tmp_path: Path, node: str, timeout: float) -> Path:
     return path
 
 
-def spawn_gate(config: Path, cluster: Cluster, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(cluster.kubeconfig)}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "vkprovider", "gate", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
 async def test_a_killed_gates_taint_is_removed_by_the_node_agent(
     cluster: Cluster, vnode: VirtualNode, kube: KubeClient, tmp_path: Path
 ) -> None:
     timeout = 8.0
     log = tmp_path / "gate.log"
-    proc = spawn_gate(gate_config(tmp_path, vnode.name, timeout), cluster, log)
+    proc = vkprovider_process("gate", gate_config(tmp_path, vnode.name, timeout), cluster.kubeconfig, log)
     try:
 
         async def gate_tainted() -> bool:
@@ -289,18 +249,19 @@ async def test_pods_the_taint_does_not_keep_out_do_not_hold_it_off(
 
 
 async def test_removing_the_gate_section_ends_with_the_taint_gone(
-    cluster: Cluster, kube: KubeClient, tmp_path: Path
+    cluster: Cluster, cloud: Any, kube: KubeClient, tmp_path: Path
 ) -> None:
     """``serve`` with a gate taints; the operator removes ``gate:`` and restarts ``serve``: its
     node agent removes the taint the gate left (the heartbeat stopped with the gate)."""
-    from tests.integration.test_gate_serve import GATE, run, stop, write_config
+    from tests.integration.test_gate_serve import GATE, stop, write_config
 
-    cloud = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
-    await cloud.start()
     node = f"vk-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "serve.log"
-    proc = run(
-        "serve", write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}), cluster, log
+    proc = vkprovider_process(
+        "serve",
+        write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}),
+        cluster.kubeconfig,
+        log,
     )
     try:
 
@@ -313,7 +274,8 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
         await eventually(serve_tainted, timeout=90)
         assert await stop(proc) == 0
         assert await tainted(kube, node)  # nothing runs: nothing removes it yet
-        proc = run("serve", write_config(tmp_path, node, cloud.url, None), cluster, log)  # no gate:
+        no_gate = write_config(tmp_path, node, cloud.url, None)
+        proc = vkprovider_process("serve", no_gate, cluster.kubeconfig, log)
         await eventually(lambda: _untainted(kube, node), timeout=90)
         (event,) = await node_events(kube, node, "GateHeartbeatExpired")
         assert "/serve' stopped renewing" in event["message"]
@@ -322,5 +284,4 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        await cloud.stop()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")

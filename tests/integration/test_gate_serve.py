@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +18,14 @@ import pytest
 import yaml
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
-from tests.support import eventually
+from tests.support import eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
-from vkprovider.sim.local import cloud_config, fakecloud_module
 
 pytestmark = pytest.mark.cluster
 
 GATE = {"taint_at_free_gpus": 1, "dwell_seconds": 0, "min_flip_interval_seconds": 0, "interval_seconds": 0.5}
-
-
-@pytest.fixture
-async def cloud() -> AsyncIterator[Any]:
-    server = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(cluster.kubeconfig))
-    yield client
-    await client.close()
 
 
 def write_config(tmp_path: Path, node: str, cloud_url: str, gate: dict[str, Any] | None) -> Path:
@@ -58,17 +41,6 @@ def write_config(tmp_path: Path, node: str, cloud_url: str, gate: dict[str, Any]
     return path
 
 
-def run(command: str, config: Path, cluster: Cluster, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(cluster.kubeconfig)}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
 async def stop(proc: subprocess.Popen[bytes]) -> int:
     proc.send_signal(signal.SIGTERM)
     return await asyncio.wait_for(asyncio.to_thread(proc.wait), 30)
@@ -80,7 +52,7 @@ async def test_serve_runs_the_gate_and_sigterm_leaves_its_taint(
     node = f"vk-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "serve.log"
     config = write_config(tmp_path, node, cloud.url, GATE)
-    proc = run("serve", config, cluster, log)
+    proc = vkprovider_process("serve", config, cluster.kubeconfig, log)
     try:
 
         async def tainted() -> bool:
@@ -131,7 +103,7 @@ async def test_standalone_gate_taints_and_sigterm_leaves_it(
     node = f"vk-{uuid.uuid4().hex[:8]}"
     await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
     log = tmp_path / "gate.log"
-    proc = run("gate", write_config(tmp_path, node, cloud.url, GATE), cluster, log)
+    proc = vkprovider_process("gate", write_config(tmp_path, node, cloud.url, GATE), cluster.kubeconfig, log)
     try:
 
         async def tainted() -> bool:

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.integration.gate_support import GATE_TAINT, FixedSignal, node_taints
 from tests.support import eventually
-from vkprovider.devcluster import Cluster
 from vkprovider.gate.config import GateConfig, TaintConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.gate.taint import TaintWriter
@@ -23,21 +20,6 @@ from vkprovider.kube.errors import KubeConflict
 pytestmark = pytest.mark.cluster
 
 OTHER = "other.example/flag"
-
-
-@pytest.fixture
-async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(cluster.kubeconfig), qps=500, burst=1000)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def bare_node(kube: KubeClient) -> AsyncIterator[str]:
-    name = f"gate-taint-{uuid.uuid4().hex[:6]}"
-    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
-    yield name
-    await kube.request("DELETE", f"/api/v1/nodes/{name}")
 
 
 async def set_other(kube: KubeClient, node: str, present: bool) -> None:

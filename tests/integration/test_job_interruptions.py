@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import eventually
+from tests.support import eventually, gpu_worker_pod
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import VirtualNode, cloud_config, start_virtual_node
@@ -41,24 +41,7 @@ def job(name: str, node: str, *, indexed: bool, backoff_limit: int) -> JSON:
             "podFailurePolicy": {
                 "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
             },
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": {"kubernetes.io/hostname": node},
-                    "tolerations": [
-                        {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "registry.example/trainer:1.0",
-                            "env": [{"name": "FAKECLOUD_RUN_SECONDS", "value": "600"}],
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ],
-                },
-            },
+            "template": {"spec": gpu_worker_pod(node, run_seconds=600, grace_seconds=5)},
         },
     }
 

@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +23,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.integration.kueue_support import NS, kueue_cluster, local_gpu_groups, submit_job, training_job
 from tests.support import eventually
 from tests.unit.deploy import rendering
 from vkprovider.devcluster import Cluster
@@ -40,10 +40,8 @@ from vkprovider.quota.sync import QuotaSync
 pytestmark = pytest.mark.cluster
 SERVICE_ACCOUNT_USER = "system:serviceaccount:{}:{}".format(*rendering.SERVICE_ACCOUNT)
 
-REPO = Path(__file__).resolve().parents[2]
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 CQ = f"{CQ_PATH}/training"
-NS = "research"
 GPUS_PER_POD = 4
 SYNC_SECONDS = 2.0
 JSON = dict[str, Any]
@@ -59,22 +57,10 @@ class Timeline:
 
 @pytest.fixture(scope="module")
 async def kcluster() -> AsyncIterator[Cluster]:
-    started = await Cluster.start(
-        f"kueue-{os.getpid()}", gpu_nodes=3, kueue=True, audit_users=(SERVICE_ACCOUNT_USER,)
-    )
-    try:
-        kubectl = Toolchain.default().binary("kubectl")
-        await asyncio.to_thread(
-            subprocess.run,
-            [str(kubectl), f"--kubeconfig={started.kubeconfig}", "apply", "-k", str(REPO / "deploy/kueue")],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+    async with kueue_cluster(
+        f"kueue-{os.getpid()}", gpu_nodes=3, audit_users=(SERVICE_ACCOUNT_USER,)
+    ) as started:
         yield started
-    finally:
-        if not os.environ.get("VKPROVIDER_TEST_KEEP_CLUSTER"):
-            await started.stop(remove=True)
 
 
 @pytest.fixture(scope="module")
@@ -143,46 +129,11 @@ async def submit(
     queue: str = "research",
     gpus: int = GPUS_PER_POD,
 ) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     annotations = {COMPLETE_DELAY_ANNOTATION: run_for} if run_for else {}
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": "training-high",
-            },
-        },
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": annotations},
-                "spec": {
-                    "priorityClassName": "training-high",
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "trainer:test",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"},
-                                "limits": {"nvidia.com/gpu": str(gpus)},
-                            },
-                        }
-                    ],
-                },
-            },
-        },
-    }
-    resp = await client.post(f"/apis/batch/v1/namespaces/{NS}/jobs", json=job)
-    assert resp.status_code == 201, resp.text
-    return name
+    job = training_job(
+        prefix, pods, gpus, queue=queue, priority_class="training-high", indexed=True, annotations=annotations
+    )
+    return await submit_job(client, job)
 
 
 async def job(client: httpx.AsyncClient, name: str) -> JSON:
@@ -466,21 +417,7 @@ def cohort_queue(name: str) -> JSON:
             "cohortName": COHORT,
             "namespaceSelector": {},
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "local-gpu",
-                            "resources": [
-                                {"name": "nvidia.com/gpu", "nominalQuota": 0},
-                                {"name": "cpu", "nominalQuota": 1000},
-                                {"name": "memory", "nominalQuota": "10Ti"},
-                            ],
-                        }
-                    ],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(0, 1000, "10Ti"),
         },
     }
 
@@ -792,23 +729,13 @@ async def test_the_cli_replicas_are_leader_elected_and_the_successor_keeps_synci
     """Runs last: one healthy local node (8 GPUs) is left. A queue of its own, so the in-process
     sync of the other tests is not the one writing."""
     path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
-    resources = [
-        {"name": "nvidia.com/gpu", "nominalQuota": 1},
-        {"name": "cpu", "nominalQuota": 1},
-        {"name": "memory", "nominalQuota": "1Gi"},
-    ]
     cq = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
         "metadata": {"name": "training-2"},
         "spec": {
             "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                    "flavors": [{"name": "local-gpu", "resources": resources}],
-                }
-            ],
+            "resourceGroups": local_gpu_groups(1, 1, "1Gi"),
         },
     }
     resp = await client.post(path, json=cq)

@@ -85,12 +85,39 @@ async def create_deployment(kube: KubeClient, namespace: str, manifest: JSON) ->
     await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=manifest)
 
 
+async def deploy(node: VirtualNode, namespace: str, app: str, replicas: int) -> KubeClient:
+    """Deployment ``app`` (the inference example) on the virtual node; the node's client."""
+    kube = node.kube
+    assert kube is not None
+    await create_deployment(kube, namespace, inference_deployment(app, node.name, replicas=replicas))
+    return kube
+
+
+async def running_pod(kube: KubeClient, namespace: str, app: str, *, ready: bool = False) -> JSON:
+    """Wait for a pod of ``app`` that is Running (with ``ready``: Ready) and return it."""
+
+    async def found() -> JSON | None:
+        pods = await pods_of(kube, namespace, app)
+        pods = [p for p in pods if (is_ready(p) if ready else p["status"].get("phase") == "Running")]
+        return pods[0] if pods else None
+
+    pod: JSON = await eventually(found)
+    return pod
+
+
+async def fail_deployment(node: VirtualNode, uid: str, reason: str, message: str) -> None:
+    """Fail pod ``uid``'s deployment in fakecloud ``cheap`` as a hardware fault would."""
+    async with httpx.AsyncClient(base_url=node.clouds["cheap"].url) as client:
+        resp = await client.post(
+            f"/admin/deployments/{uid}/fail", json={"reason": reason, "message": message}
+        )
+        resp.raise_for_status()
+
+
 async def test_deployment_runs_on_cheapest_fakecloud_and_becomes_ready(
     vnode: VirtualNode, namespace: str
 ) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("infer", vnode.name, replicas=4))
+    kube = await deploy(vnode, namespace, "infer", replicas=4)
 
     async def four_ready() -> list[JSON] | None:
         pods = await pods_of(kube, namespace, "infer")
@@ -131,9 +158,7 @@ async def test_deployment_runs_on_cheapest_fakecloud_and_becomes_ready(
 async def test_deleting_the_deployment_leaves_nothing_in_fakecloud(
     vnode: VirtualNode, namespace: str
 ) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("gone", vnode.name, replicas=3))
+    kube = await deploy(vnode, namespace, "gone", replicas=3)
 
     async def three_running() -> bool:
         pods = await pods_of(kube, namespace, "gone")
@@ -156,22 +181,11 @@ async def test_deleting_the_deployment_leaves_nothing_in_fakecloud(
 async def test_provider_failure_fails_the_pod_and_a_replacement_runs(
     vnode: VirtualNode, namespace: str
 ) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("flaky", vnode.name, replicas=1))
+    kube = await deploy(vnode, namespace, "flaky", replicas=1)
 
-    async def one_running() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "flaky") if p["status"].get("phase") == "Running"]
-        return pods[0] if len(pods) == 1 else None
-
-    victim = await eventually(one_running)
+    victim = await running_pod(kube, namespace, "flaky")
     uid = victim["metadata"]["uid"]
-    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
-        resp = await client.post(
-            f"/admin/deployments/{uid}/fail",
-            json={"reason": "GPUFault", "message": "Xid 79: GPU fell off the bus"},
-        )
-        resp.raise_for_status()
+    await fail_deployment(vnode, uid, "GPUFault", "Xid 79: GPU fell off the bus")
 
     async def failed_and_replaced() -> bool:
         pods = await pods_of(kube, namespace, "flaky")
@@ -188,15 +202,9 @@ async def test_provider_failure_fails_the_pod_and_a_replacement_runs(
 
 
 async def test_force_delete_removes_the_external_deployment(vnode: VirtualNode, namespace: str) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("forced", vnode.name, replicas=1))
+    kube = await deploy(vnode, namespace, "forced", replicas=1)
 
-    async def running_pod() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "forced") if p["status"].get("phase") == "Running"]
-        return pods[0] if pods else None
-
-    pod = await eventually(running_pod)
+    pod = await running_pod(kube, namespace, "forced")
     uid = pod["metadata"]["uid"]
     assert uid in await all_cloud_uids(vnode)
     await kube.request(
@@ -232,15 +240,9 @@ async def test_status_is_pushed_by_a_provider_that_can_watch(cluster: Cluster, n
 async def test_graceful_delete_shows_terminated_states_while_a_finalizer_keeps_the_pod(
     vnode: VirtualNode, namespace: str
 ) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("drain", vnode.name, replicas=1))
+    kube = await deploy(vnode, namespace, "drain", replicas=1)
 
-    async def running_pod() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "drain") if p["status"].get("phase") == "Running"]
-        return pods[0] if pods else None
-
-    pod = await eventually(running_pod)
+    pod = await running_pod(kube, namespace, "drain")
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     # Someone who reads the outcome (as a Job's controller does) keeps the object after the delete.
@@ -297,15 +299,9 @@ def reachability(pod: JSON) -> JSON | None:
 async def test_provider_api_outage_keeps_pods_and_marks_them_unreachable(
     vnode: VirtualNode, namespace: str
 ) -> None:
-    kube = vnode.kube
-    assert kube is not None
-    await create_deployment(kube, namespace, inference_deployment("steady", vnode.name, replicas=1))
+    kube = await deploy(vnode, namespace, "steady", replicas=1)
 
-    async def running_pod() -> JSON | None:
-        pods = [p for p in await pods_of(kube, namespace, "steady") if is_ready(p)]
-        return pods[0] if pods else None
-
-    pod = await eventually(running_pod)
+    pod = await running_pod(kube, namespace, "steady", ready=True)
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     store = vnode.clouds["cheap"].store
     creates = store.requests.get("POST /v1/deployments", 0)
@@ -384,19 +380,9 @@ async def test_kubectl_status_column_names_why_a_pod_waits_or_failed(
 
     await eventually(pending_shown)
 
-    async def running() -> JSON | None:
-        pods = [
-            p for p in await pods_of(kube, namespace, "gpufault") if p["status"].get("phase") == "Running"
-        ]
-        return pods[0] if pods else None
-
-    victim = await eventually(running)
+    victim = await running_pod(kube, namespace, "gpufault")
     name, uid = victim["metadata"]["name"], victim["metadata"]["uid"]
-    async with httpx.AsyncClient(base_url=vnode.clouds["cheap"].url) as client:
-        resp = await client.post(
-            f"/admin/deployments/{uid}/fail", json={"reason": "GPUFault", "message": "Xid 79"}
-        )
-        resp.raise_for_status()
+    await fail_deployment(vnode, uid, "GPUFault", "Xid 79")
 
     async def failed_shown() -> bool:
         return (await kubectl_statuses(vnode.cluster, namespace)).get(name) == "GPUFault"

@@ -18,23 +18,14 @@ import httpx
 import pytest
 import yaml
 
-from tests.support import eventually
+from tests.support import eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
-from vkprovider.sim.local import cloud_config, fakecloud_module
 
 pytestmark = pytest.mark.cluster
 
 JSON = dict[str, Any]
-
-
-@pytest.fixture
-async def cloud() -> AsyncIterator[Any]:
-    server = fakecloud_module("server").FakeCloudServer(cloud_config("remote", 1.5))
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def write_config(tmp_path: Path, node: str, cloud_url: str, admin_port: int) -> Path:
@@ -67,17 +58,6 @@ def write_config(tmp_path: Path, node: str, cloud_url: str, admin_port: int) -> 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-def start_serve(config: Path, cluster: Cluster, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(cluster.kubeconfig)}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "vkprovider", "serve", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
 
 
 async def wait_ready(admin_port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -122,7 +102,7 @@ class Served:
     proc: subprocess.Popen[bytes] | None = None
 
     async def restart(self) -> None:
-        self.proc = start_serve(self.config, self.cluster, self.log)
+        self.proc = vkprovider_process("serve", self.config, self.cluster.kubeconfig, self.log)
         await wait_ready(self.admin_port, self.proc, self.log)
 
     async def stop(self, sig: int = signal.SIGTERM) -> int:
@@ -275,7 +255,7 @@ async def test_a_provider_refusing_connections_at_start_is_probed_and_its_errors
         )
     )
     log = tmp_path / "serve.log"
-    proc = start_serve(config, cluster, log)
+    proc = vkprovider_process("serve", config, cluster.kubeconfig, log)
     kube = await KubeClient.connect(str(cluster.kubeconfig))
     try:
         await wait_ready(admin_port, proc, log)

@@ -24,8 +24,23 @@ from starlette.routing import Route
 
 from tests.contract.harness_runpod import BASE, FakeRunPod
 from vkprovider.http.server import AsgiServer
+from vkprovider.models import Container, DeploymentRequest
 
 KEY = "runpod-test-key"
+
+
+def request(uid: str) -> DeploymentRequest:
+    """A one-GPU pod this cloud's catalog can place (its RTX 4090 offer in US-KS-2)."""
+    return DeploymentRequest(
+        uid=uid,
+        namespace="ns",
+        name=f"pod-{uid}",
+        node_name="vk",
+        containers=[Container(name="main", image="ghcr.io/example/infer:1")],
+        gpu_type="RTX-4090-24GB",
+        gpu_count=1,
+        offer_id="SECURE/US-KS-2/NVIDIA GeForce RTX 4090/1",
+    )
 
 
 class ChattyRunPod:

@@ -21,26 +21,13 @@ from vkprovider_runpod.adapter import RunPodProvider
 from tests.kubelet_tls import Kubelet, Source, serve_kubelet
 from tests.security import fake_runpod
 from vkprovider.http.log_caps import LogStreamCaps
-from vkprovider.models import Container, DeploymentRequest, Phase
+from vkprovider.models import Phase
 from vkprovider.plugins.guard import guard
 
 STREAMS = 50
 #: The adapter's own timeout for a call: a status read that waits for a pooled connection longer
 #: than this fails, which is how the starvation showed (30 s by default; 5 s keeps the test short).
 TIMEOUT_SECONDS = 5.0
-
-
-def request(uid: str) -> DeploymentRequest:
-    return DeploymentRequest(
-        uid=uid,
-        namespace="ns",
-        name=f"pod-{uid}",
-        node_name="vk",
-        containers=[Container(name="main", image="ghcr.io/example/infer:1")],
-        gpu_type="RTX-4090-24GB",
-        gpu_count=1,
-        offer_id="SECURE/US-KS-2/NVIDIA GeForce RTX 4090/1",
-    )
 
 
 async def follow(
@@ -79,7 +66,7 @@ async def runpod_behind_kubelet(
 async def test_fifty_follow_streams_do_not_stall_deploy_status_or_delete(tmp_path: Path) -> None:
     async with runpod_behind_kubelet(tmp_path) as (cloud, adapter, kubelet):
         provider = guard(adapter)
-        await provider.deploy(request("uid-chatty"))
+        await provider.deploy(fake_runpod.request("uid-chatty"))
         limits = httpx.Limits(max_connections=STREAMS + 5)
         async with kubelet.client(limits=limits) as client, contextlib.AsyncExitStack() as streams:
             path = "/containerLogs/ns/chatty/main"
@@ -89,7 +76,7 @@ async def test_fifty_follow_streams_do_not_stall_deploy_status_or_delete(tmp_pat
             assert cloud.open_streams == STREAMS
 
             # The same provider still answers, each call within the adapter's own timeout.
-            created = await provider.deploy(request("uid-other"))
+            created = await provider.deploy(fake_runpod.request("uid-other"))
             assert created.phase is Phase.PENDING
             assert (await provider.get("uid-chatty")).uid == "uid-chatty"
             await provider.delete("uid-other")

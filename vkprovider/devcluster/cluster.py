@@ -25,9 +25,10 @@ from typing import Any
 import httpx
 import yaml
 
-from vkprovider.devcluster import audit, kwok, pki
+from vkprovider.devcluster import audit, kube_proxy, kwok, pki
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.datapath import KUBERNETES_SERVICE_IP, SERVICE_CIDR, DataPath
+from vkprovider.devcluster.kueue import start_kueue
 from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 from vkprovider.devcluster.sizing import ControlPlaneSize
@@ -152,8 +153,6 @@ class Cluster:
             cluster.size = size or ControlPlaneSize()
             await cluster._boot(toolchain, ca, api_port, gpu_nodes, gpus_per_node, pod_delays, kueue=kueue)
             if kueue:
-                from vkprovider.devcluster.kueue import start_kueue
-
                 await start_kueue(cluster)
             cluster.ca = ca
             if datapath:
@@ -323,8 +322,6 @@ class Cluster:
         """kube-proxy in a namespace standing for kwok node ``node`` (default: the first), and
         listeners for the replicas (:mod:`vkprovider.devcluster.kube_proxy`): Services then
         carry real requests. Only in the process that started the cluster (it issues a cert)."""
-        from vkprovider.devcluster import kube_proxy
-
         node = node or (self.gpu_nodes[0] if self.gpu_nodes else None)
         if self.ca is None or node is None:
             raise StartupError("the data path needs the cluster's CA and a kwok node (start one first)")

@@ -18,7 +18,6 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
@@ -26,13 +25,11 @@ from vkprovider.devcluster import apt, pki
 from vkprovider.devcluster.api_relay import RELAY_PORT
 from vkprovider.devcluster.build import Toolchain
 from vkprovider.devcluster.datapath import NODE_LINK_IP, POD_CIDR, DataPath
+from vkprovider.devcluster.handle import ClusterHandle
 from vkprovider.devcluster.netns import NetnsError
 from vkprovider.devcluster.netns_socket import NetnsSockets
 from vkprovider.devcluster.process import Process, StartupError, spawn
 from vkprovider.devcluster.replica_http import get
-
-if TYPE_CHECKING:
-    from vkprovider.devcluster.cluster import Cluster
 
 #: binary → Debian package: what kube-proxy's nftables mode and its clean-up call.
 DEBIAN_TOOLS = {"nft": "nftables", "iptables": "iptables", "conntrack": "conntrack"}
@@ -89,7 +86,9 @@ def _api_port(server: str) -> int:
     return int(server.rsplit(":", 1)[1])
 
 
-async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolchain, node: str) -> DataPath:
+async def start(
+    cluster: ClusterHandle, ca: pki.CertificateAuthority, toolchain: Toolchain, node: str
+) -> DataPath:
     """Make the namespaces, start the agent and kube-proxy, and return once kube-proxy is healthy
     (it has synced its rules once). The processes join ``cluster.processes`` (``cluster.stop()``
     ends them and removes the namespaces); on failure this undoes its own part and raises
@@ -118,7 +117,7 @@ async def start(cluster: Cluster, ca: pki.CertificateAuthority, toolchain: Toolc
 
 
 async def _processes(
-    cluster: Cluster,
+    cluster: ClusterHandle,
     ca: pki.CertificateAuthority,
     toolchain: Toolchain,
     node: str,

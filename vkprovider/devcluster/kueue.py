@@ -28,17 +28,15 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import yaml
 
 from vkprovider.devcluster import pki
+from vkprovider.devcluster.handle import ClusterHandle
 from vkprovider.devcluster.kueue_build import KueueToolchain
 from vkprovider.devcluster.process import StartupError, free_port, spawn
-
-if TYPE_CHECKING:
-    from vkprovider.devcluster.cluster import Cluster
 
 KUEUE_NAMESPACE = "kueue-system"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -135,7 +133,7 @@ async def _established(client: httpx.AsyncClient, names: list[str]) -> bool:
     return True
 
 
-async def start_kueue(cluster: Cluster, toolchain: KueueToolchain | None = None) -> None:
+async def start_kueue(cluster: ClusterHandle, toolchain: KueueToolchain | None = None) -> None:
     """Install the CRDs, start the manager, wait until it is ready, then register its webhooks."""
     toolchain = toolchain or KueueToolchain.default()
     if toolchain.missing():
@@ -187,7 +185,7 @@ def _namespace() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}
 
 
-async def _until(cluster: Cluster, check: Any, what: str, timeout: float = 120.0) -> None:
+async def _until(cluster: ClusterHandle, check: Any, what: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not await check():
         for proc in cluster.processes:

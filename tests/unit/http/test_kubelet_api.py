@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.kubelet_tls import Source, Tracked
 from tests.unit.http.test_auth import Reviews
 from vkprovider.devcluster import pki
 from vkprovider.http.auth import Authenticator
@@ -75,27 +76,6 @@ class LoggingCloud(InMemoryProvider):
 
 class PlainCloud(InMemoryProvider):
     """No logs, no usage."""
-
-
-@dataclass
-class Tracked:
-    provider: str
-
-
-@dataclass
-class Source:
-    providers: dict[str, Any]
-    node_name: str = "vk"
-    cache: dict[str, Any] = field(default_factory=dict)
-    tracked: dict[str, Tracked] = field(default_factory=dict)
-
-    @property
-    def informer(self) -> Any:
-        return self
-
-    @property
-    def tracker(self) -> Any:
-        return self.tracked
 
 
 def pod(name: str, uid: str, running: bool = True) -> dict[str, Any]:

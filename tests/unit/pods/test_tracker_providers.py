@@ -4,10 +4,9 @@ slow resync, and a UID seen on two providers keeps both entries (the twin is fou
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
-from tests.support import eventually
+from tests.support import background, eventually
 from tests.unit.pods.test_tracker import ListingProvider, PushingProvider, running
 from vkprovider.errors import Transient
 from vkprovider.models import DeploymentStatus, Phase, ProviderInfo
@@ -29,17 +28,6 @@ class DownPlugin(ListingProvider):
         yield  # pragma: no cover - makes this an async generator
 
 
-@contextlib.asynccontextmanager
-async def running_tracker(tracker: DeploymentTracker) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(tracker.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_one_plugin_down_does_not_stop_tracking_the_others() -> None:
     down, up = DownPlugin(), PushingProvider()
     changed: asyncio.Queue[str] = asyncio.Queue()
@@ -49,7 +37,7 @@ async def test_one_plugin_down_does_not_stop_tracking_the_others() -> None:
         interval=0.05,
         on_change=changed.put_nowait,
     )
-    async with running_tracker(tracker) as task:
+    async with background(tracker.run()) as task:
         up.pushes.put_nowait(running("u1"))
         async with asyncio.timeout(5):
             assert await changed.get() == "u1"
@@ -78,7 +66,7 @@ async def test_a_watching_provider_is_listed_only_as_a_slow_resync() -> None:
         watch_resync=3600,
         on_change=lambda uid: None,
     )
-    async with running_tracker(tracker):
+    async with background(tracker.run()):
 
         async def polled_often() -> bool:
             return polled.calls >= 10
@@ -148,7 +136,7 @@ async def test_an_api_outage_behind_an_open_watch_is_listed_when_the_probes_see_
         watch_resync=3600,
         on_change=lambda uid: None,
     )
-    async with running_tracker(tracker):
+    async with background(tracker.run()):
 
         async def streaming() -> bool:
             return "p" in tracker._streaming
