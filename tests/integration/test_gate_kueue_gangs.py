@@ -115,8 +115,14 @@ async def test_a_gang_holding_quota_without_pods_keeps_a_replica_out(kcluster: C
             gang = await submit(client, "gang", pods=1, gpus=4)  # reserved, held by the check
             marked, (held,) = await eventually(lambda: _held(view, gang), timeout=60)
             assert marked == [] and held.startswith(f"{NS}/job-{gang}-")
-            reading = await _conditions(client, gang)
-            assert ("QuotaReserved", "True") in reading and ("Admitted", "True") not in reading
+            # the view may hold the gang as Kueue's next admission before Kueue writes its reservation
+
+            async def reserved() -> set[tuple[str, str]] | None:
+                reading = await _conditions(client, gang)
+                return reading if ("QuotaReserved", "True") in reading else None
+
+            reading = await eventually(reserved, timeout=60)
+            assert ("Admitted", "True") not in reading
             # its Job is suspended, no pod exists: only the Workload says its 4 GPUs are taken
             resp = await client.get(
                 f"/api/v1/namespaces/{NS}/pods", params={"labelSelector": f"job-name={gang}"}

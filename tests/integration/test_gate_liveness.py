@@ -243,8 +243,13 @@ async def test_pods_the_taint_does_not_keep_out_do_not_hold_it_off(
         await eventually(lambda: _untainted(kube, vnode.name), timeout=60)
         # the untaint names the pod; once the pod lands on the virtual node nothing is Pending any
         # more and, with no dwell, the gate may taint again before this line reads the flips
-        untaints = [f for f in gate.flips[1:] if f["direction"] == "untaint"]
-        assert untaints and "1 pod(s)" in untaints[0]["message"], gate.flips
+        # (the gate records the flip after its heartbeat renew: wait for the record too)
+
+        async def untaint_recorded() -> list[dict[str, Any]]:
+            return [f for f in gate.flips[1:] if f["direction"] == "untaint"]
+
+        untaints = await eventually(untaint_recorded, timeout=30)
+        assert "1 pod(s)" in untaints[0]["message"], gate.flips
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 

@@ -158,8 +158,10 @@ def inference_deployment(s: Scenario, w: Workload) -> JSON:
 
 def service(s: Scenario, w: Workload) -> JSON:
     """The workload's Service: what the day's load generator sends its requests to (through
-    kube-proxy). ``PreferSameZone`` keeps traffic on the local replicas (zone of the kwok nodes)
-    while any is Ready, and moves it to the virtual node's zone only when none is."""
+    kube-proxy). No ``trafficDistribution``: every Ready replica, local or external, takes its
+    share, so traffic moves out and home replica by replica. ``PreferSameZone`` would keep it
+    all on the local replicas while any is Ready (billed external replicas idle, the local
+    survivors take the whole load): docs/virtual-node.md, Local replicas first."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -167,7 +169,6 @@ def service(s: Scenario, w: Workload) -> JSON:
         "spec": {
             "selector": {"app": w.name},
             "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": CONTAINER_PORT}],
-            "trafficDistribution": "PreferSameZone",
         },
     }
 

@@ -271,7 +271,7 @@ def traffic_section(s: Scenario, rec: Recording) -> list[str]:
         return [*lines, "**No request was recorded**: the load generators did not run (see the notes)."]
     providers = [p.name for p in s.providers]
     lines += [
-        "Each workload's Service (`trafficDistribution: PreferSameZone`) got its `requests_per_second` "
+        "Each workload's Service (no `trafficDistribution`: every Ready replica takes its share) got its `requests_per_second` "
         "all day from a load generator in the node namespace, through kube-proxy (nftables): one new "
         f"connection per request, {REQUEST_TIMEOUT_SECONDS:g} s (real) to answer, else it failed. Figures "
         "from the generator's own records (`traffic` in recording.json); latencies are real milliseconds "

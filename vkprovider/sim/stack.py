@@ -159,7 +159,7 @@ class Stack:
         async with self.cluster.http() as client:
             for name in node_names(s):
                 await kwok.create_node(client, name, s.fleet.gpus_per_node)
-                # a zone, so kube-proxy honours the Services' PreferSameZone hints (local first)
+                # a zone, as a cloud cluster's nodes have: a Service with PreferSameZone is honoured
                 resp = await client.patch(
                     f"/api/v1/nodes/{name}",
                     json={"metadata": {"labels": {ZONE_LABEL: manifests.LOCAL_ZONE}}},

@@ -141,15 +141,16 @@ def test_fakecloud_config_converts_times_to_real_seconds() -> None:
     assert config["catalog"][0]["capacity"] == 4
 
 
-def test_each_workload_has_a_service_that_prefers_its_local_replicas() -> None:
+def test_each_workload_has_a_service_that_spreads_over_every_ready_replica() -> None:
     """The day's traffic goes to the Service: it selects the Deployment's pods at their container
-    port, and PreferSameZone keeps requests on the local zone while a local replica is Ready."""
+    port, and with no trafficDistribution every Ready replica, local or external, takes a share
+    (PreferSameZone would idle the billed external replicas while one local replica is Ready)."""
     w = S.workloads[0]
     service = manifests.service(S, w)
     deployment = manifests.inference_deployment(S, w)
     template = deployment["spec"]["template"]
     assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
-    assert service["spec"]["trafficDistribution"] == "PreferSameZone"
+    assert "trafficDistribution" not in service["spec"]
     (port,) = service["spec"]["ports"]
     assert port["targetPort"] == template["spec"]["containers"][0]["ports"][0]["containerPort"]
     assert manifests.collection_path(service) == "/api/v1/namespaces/default/services"
