@@ -398,7 +398,8 @@ class Settings(BaseModel):
             return self
         if "node" in self.model_fields_set:
             raise FieldProblem.one(
-                "nodes", "give either node: (one node) or nodes: (several nodes), not both: move node: into nodes:"
+                "nodes",
+                "give either node: (one node) or nodes: (several nodes), not both: move node: into nodes:",
             )
         found = _node_problems(self.nodes, names, "nodes.")
         if len(self.nodes) > 1:
@@ -408,7 +409,9 @@ class Settings(BaseModel):
                 "gate": self.gate is not None,
                 "quota": self.quota is not None,
             }
-            message = f"serves one node only, not supported with {len(self.nodes)} nodes (docs/virtual-node.md)"
+            message = (
+                f"serves one node only, not supported with {len(self.nodes)} nodes (docs/virtual-node.md)"
+            )
             found += [(path, message) for path, bad in refused.items() if bad]
         if found:
             raise FieldProblem(found)

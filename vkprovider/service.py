@@ -1,4 +1,5 @@
-"""``vkprovider serve``: compose the node agent, pod controller, placement and admin HTTP.
+"""``vkprovider serve``: compose the virtual nodes (``vkprovider.served_node``: each its node
+agent, pod controller, placement view and Lease), the admin HTTP server and the kubelet API.
 
 Start-up order matters: the config has passed its start-up checks (``vkprovider.cli.serve``);
 the API server is waited for with backoff (a restarting cluster is not a crash); providers and
@@ -23,8 +24,6 @@ from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
-from vkprovider.gate.claim import default_identity
-from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
@@ -36,7 +35,6 @@ from vkprovider.http.reviews import ReviewBudget
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
-from vkprovider.kube.leader import LeaderElector
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
@@ -44,6 +42,7 @@ from vkprovider.plugins.registry import build_providers
 from vkprovider.pods.controller import PodController
 from vkprovider.quota import term as quota_term
 from vkprovider.retry import retrying
+from vkprovider.served_node import ServedNode, lead_share
 from vkprovider.tasks import supervise
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,8 @@ class Service:
     #: one per process: refusals to a peer are paced across the kubelet and the admin API
     refusals: RefusalPacer = field(default_factory=RefusalPacer)
     gate: Gate | None = None
+    #: one per configured node (``vkprovider.served_node``); the fields above are the first's
+    units: list[ServedNode] = field(default_factory=list)
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -93,41 +94,24 @@ class Service:
         try:
             if not await self._until_stopping(self._wait_for_apiserver()):
                 return
-            self.placer = Placer(self.providers, s.placement)
-            await self.placer.refresh()
-            if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
-                self.gate = Gate(self.kube, s.gate, s.node.name, identity=self._gate_identity())
-                await self.gate.preflight()
+            # One unit per configured node (``nodes:``, or the one ``node:``), each with its own
+            # placement view, agent, controller and Lease; ``placer``/``node``/``controller``/
+            # ``gate`` are the first's (the admin API's top level, the kubelet API: one node).
+            self.units = [
+                ServedNode.build(s, config, self.providers, self.kube, self.heartbeat)
+                for config in s.node_list()
+            ]
+            for unit in self.units:
+                await unit.preflight()
+            first = self.units[0]
+            self.placer, self.node, self.controller, self.gate = (
+                first.placer,
+                first.node,
+                first.controller,
+                first.gate,
+            )
             if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
                 await quota_term.preflight(self.kube, s.quota)
-            self.node = NodeAgent(
-                self.kube,
-                s.node,
-                self.providers,
-                self.placer,
-                pods=self._bound_pods,
-                heartbeat=self.heartbeat,
-                # the capacity gate's taint, removed once no gate renews its heartbeat (also
-                # for a standalone gate, whose section may be absent here: then the defaults)
-                gate_taint_key=(s.gate or GateConfig()).taint.key,
-                gate_timeout_seconds=(s.gate or GateConfig()).signal_timeout_seconds,
-            )
-            self.controller = PodController(
-                self.kube,
-                self.providers,
-                self.placer,
-                node_name=s.node.name,
-                host_ip=s.node.internal_ip,
-                workers=s.pods.workers,
-                status_poll_seconds=s.pods.status_poll_seconds,
-                orphan_gc_seconds=s.pods.orphan_gc_seconds,
-                lost_grace_seconds=s.pods.lost_grace_seconds,
-                backoff_base_seconds=s.pods.backoff_base_seconds,
-                backoff_max_seconds=s.pods.backoff_max_seconds,
-                status_before_delete=s.pods.status_before_delete,
-                traffic=s.traffic,
-                zone=s.node.topology_zone(),
-            )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()
                 admin_tls = (
@@ -137,7 +121,12 @@ class Service:
                 )
                 self.admin = AsgiServer(
                     create_admin_app(
-                        self.placer, self.controller, self.node, gate=self.gate, auth=admin_auth
+                        self.placer,
+                        self.controller,
+                        self.node,
+                        gate=self.gate,
+                        auth=admin_auth,
+                        others=[(u.placer, u.controller, u.node) for u in self.units[1:]],
                     ),
                     s.http.admin_host,
                     s.http.admin_port,
@@ -158,16 +147,14 @@ class Service:
                 )
             await self._start_kubelet_api()
             async with asyncio.TaskGroup() as group:
-                loops = [
-                    group.create_task(supervise("offer-catalog", self.placer.run)),
-                    # Supervised: no failure of an election (or of a term) ends the service.
-                    group.create_task(supervise("leader-election", self._lead_or_follow)),
-                ]
+                share = lead_share(s, self.units)
+                # Each unit supervises its own loops: no failure of one node's term ends another's.
+                loops = [group.create_task(unit.run(share)) for unit in self.units]
                 if s.kubelet.csr:
                     loops.append(group.create_task(supervise("kubelet-serving-cert", self._kubelet_via_csr)))
                 await self.stopping.wait()
                 log.info("shutting down: draining the pod queue for %.0fs", s.pods.drain_timeout_seconds)
-                await self.controller.drain(s.pods.drain_timeout_seconds)
+                await asyncio.gather(*(u.controller.drain(s.pods.drain_timeout_seconds) for u in self.units))
                 for task in loops:
                     task.cancel()
         finally:
@@ -239,10 +226,6 @@ class Service:
             await self._serve_kubelet(tls)
         await keep_renewed(self.kube, s.node.name, addresses, directory, pair, tls)
 
-    def _bound_pods(self) -> list[dict[str, Any]]:
-        """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
-        return [] if self.controller is None else list(self.controller.informer.cache.values())
-
     async def _wait_for_apiserver(self) -> None:
         """An API server that is not up yet (a restarting cluster) is waited for with backoff,
         one log line per attempt; credentials it refuses are a config error, not a retry."""
@@ -281,49 +264,6 @@ class Service:
             return False
         task.result()
         return True
-
-    async def _lead_or_follow(self) -> None:
-        s = self.settings
-        if not s.leader_election.enabled:
-            await self._act()
-            return
-        assert self.heartbeat is not None
-        elector = LeaderElector(
-            self.heartbeat,
-            s.leader_election.namespace,
-            s.leader_election.lease_name or f"vkprovider-{s.node.name}",
-            s.leader_election.identity,
-        )
-        if self.controller is not None:
-            self.controller.elector = elector  # /readyz tells a standby from a leader
-        await elector.run(self._act)
-
-    def _gate_identity(self) -> str:
-        """Who owns the gate taint: the leader-election Lease (any leader of it is the same
-        owner, so a failover takes over at once), else this host's ``serve``."""
-        s = self.settings
-        if s.leader_election.enabled:
-            lease = s.leader_election.lease_name or f"vkprovider-{s.node.name}"
-            return f"lease:{s.leader_election.namespace}/{lease}"
-        return default_identity("serve")
-
-    async def _act(self) -> None:
-        """One leadership term (or the whole run without election). Everything here may run
-        again in a later term: the controller starts each term from a fresh list."""
-        assert self.node is not None and self.controller is not None
-        # Registration retries on its own: one API error must not end the term (or the process).
-        await supervise("node-register", self.node.register)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(supervise("node-agent", self.node.run))
-            group.create_task(supervise("pod-controller", self.controller.run))
-            if self.gate is not None:  # gate: only the leader writes the taint
-                group.create_task(supervise("gate", self.gate.run))
-            if self.settings.quota is not None:  # quota sync: only the leader writes the ClusterQueue
-                group.create_task(supervise("quota-sync", self._quota_term))
-
-    async def _quota_term(self) -> None:
-        assert self.kube is not None and self.settings.quota is not None
-        await quota_term.run_term(self.kube, self.settings.quota, self.settings.node.name)
 
     async def _close(self) -> None:
         if self.kubelet is not None:

@@ -54,7 +54,10 @@ def test_node_and_nodes_at_once_is_refused_naming_the_field(tmp_path: Path) -> N
 
 
 def test_a_provider_subset_naming_an_unknown_provider_is_refused(tmp_path: Path) -> None:
-    found = problems(tmp_path, nodes=[{"name": "vk-a", "providers": ["east"]}, {"name": "vk-b", "providers": ["west", "north"]}])
+    found = problems(
+        tmp_path,
+        nodes=[{"name": "vk-a", "providers": ["east"]}, {"name": "vk-b", "providers": ["west", "north"]}],
+    )
     assert len(found) == 1
     assert found[0].startswith("nodes.1.providers.1: no configured provider is named 'north'")
     found = problems(tmp_path, node={"name": "vk-a", "providers": ["nrth"]})
