@@ -26,7 +26,7 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def sleep(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr(served_node.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # what LeadShare.slot waits with
     return recorded
 
 
