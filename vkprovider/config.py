@@ -389,14 +389,16 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _several_nodes(self) -> Settings:
         """``nodes:`` is checked whole: names unique, provider subsets known, and what serves
-        one node only (the kubelet API, a fixed Lease name, the gate, the quota sync) refused."""
+        one node only (the kubelet API, a fixed Lease name, the quota sync) refused; the gate runs
+        once per node, each with the same section."""
         names = {p.name for p in self.providers}
         if not self.nodes:
             found = [(f"node.{path}", msg) for path, msg in _node_problems([self.node], names, "")]
             if found:
                 raise FieldProblem(found)
             return self
-        if "node" in self.model_fields_set:
+        # (a dump of validated settings repeats nodes[0] as node: that is no second node)
+        if "node" in self.model_fields_set and self.node != self.nodes[0]:
             raise FieldProblem.one(
                 "nodes",
                 "give either node: (one node) or nodes: (several nodes), not both: move node: into nodes:",
@@ -406,7 +408,6 @@ class Settings(BaseModel):
             refused = {
                 "kubelet": self.kubelet.enabled,
                 "leader_election.lease_name": bool(self.leader_election.lease_name),
-                "gate": self.gate is not None,
                 "quota": self.quota is not None,
             }
             message = (
@@ -416,6 +417,7 @@ class Settings(BaseModel):
         if found:
             raise FieldProblem(found)
         self.node = self.nodes[0]  # what one-node callers (status, explain, uninstall-check) read
+        self.__pydantic_fields_set__.discard("node")  # derived, not given
         return self
 
     @model_validator(mode="after")

@@ -96,7 +96,7 @@ class ServedNode:
         )
         placer = Placer(providers, s.placement)
         gate = None
-        if s.gate is not None:  # one node only (config): the capacity gate of that node
+        if s.gate is not None:  # the capacity gate of this node (the same section for each)
             gate = Gate(kube, s.gate, config.name, identity=_gate_identity(s, config))
         controller = PodController(
             kube,
@@ -170,8 +170,8 @@ class ServedNode:
         async with asyncio.TaskGroup() as group:
             group.create_task(supervise(f"node-agent {self.name}", self.node.run))
             group.create_task(supervise(f"pod-controller {self.name}", self.controller.run))
-            if self.gate is not None:  # gate: only the leader writes the taint
-                group.create_task(supervise("gate", self.gate.run))
+            if self.gate is not None:  # gate: only the node's leader writes its taint
+                group.create_task(supervise(f"gate {self.name}", self.gate.run))
             if self.settings.quota is not None:  # quota sync: only the leader writes the ClusterQueue
                 group.create_task(supervise("quota-sync", self._quota_term))
 

@@ -126,7 +126,7 @@ class Service:
                         self.node,
                         gate=self.gate,
                         auth=admin_auth,
-                        others=[(u.placer, u.controller, u.node) for u in self.units[1:]],
+                        others=[(u.placer, u.controller, u.node, u.gate) for u in self.units[1:]],
                     ),
                     s.http.admin_host,
                     s.http.admin_port,

@@ -20,11 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.gate_support import GATE_TAINT, node_taints
+from tests.integration.test_gate_serve import GATE
 from tests.support import eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeNotFound
 from vkprovider.service import Service
 from vkprovider.sim.local import cloud_config, fakecloud_module
 
@@ -208,6 +211,45 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(30):
                     await task
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await kube.close()
+
+
+async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) -> None:
+    """One ``gate:`` section, a gate per node: each node gets the taint, each reports its gate."""
+    suffix = uuid.uuid4().hex[:6]
+    nodes = {f"vk-g{n}-{suffix}": [provider] for n, provider in (("a", "one"), ("b", "two"))}
+    settings = replica_settings(cluster, nodes, clouds, "solo").model_dump(exclude_unset=True)
+    settings["leader_election"] = {"enabled": False}
+    settings["gate"] = GATE
+    service = Service(Settings.model_validate(settings))
+    task = asyncio.create_task(service.run())
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    try:
+
+        async def both_tainted() -> bool:
+            assert not task.done(), task
+            for node in nodes:
+                try:
+                    if GATE_TAINT not in {t["key"] for t in await node_taints(kube, node)}:
+                        return False
+                except KubeNotFound:
+                    return False  # not registered yet
+            return True
+
+        await eventually(both_tainted, timeout=90)
+        assert service.admin is not None
+        async with httpx.AsyncClient(base_url=service.admin.url, timeout=5) as http:
+            state = (await http.get("/state")).json()
+        assert [n["node"] for n in state["nodes"]] == list(nodes)
+        assert [n["gate"]["tainted"] for n in state["nodes"]] == [True, True]
+    finally:
+        service.stopping.set()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(30):
+                await task
         for node in nodes:
             with contextlib.suppress(Exception):
                 await kube.request("DELETE", f"/api/v1/nodes/{node}")

@@ -50,7 +50,7 @@ def create_admin_app(
     gate: _GateView | None = None,
     *,
     auth: Authenticator | None = None,
-    others: Sequence[tuple[Placer, PodController, _NodeView | None]] = (),
+    others: Sequence[tuple[Placer, PodController, _NodeView | None, _GateView | None]] = (),
 ) -> FastAPI:
     """The admin API of the first node (``placer``, ``controller``, ``node``); ``others`` are the
     process's further virtual nodes (``nodes:``): ``/state`` then lists every node under
@@ -69,7 +69,7 @@ def create_admin_app(
         ready, detail = controller.readiness()
         if others:
             every = [(controller.node_name, (ready, detail))]
-            every += [(c.node_name, c.readiness()) for _, c, _ in others]
+            every += [(c.node_name, c.readiness()) for _, c, _, _ in others]
             ready = all(r for _, (r, _) in every)
             detail = {**detail, "ready": ready, "nodes": {name: d for name, (_, d) in every}}
         response.status_code = 200 if ready else 503
@@ -86,7 +86,7 @@ def create_admin_app(
         first = node_state(placer, controller, node, gate)
         if not others:
             return first
-        rest = [node_state(p, c, n, None) for p, c, n in others]
+        rest = [node_state(p, c, n, g) for p, c, n, g in others]
         return {**first, "nodes": [first, *rest]}
 
     return app

@@ -40,6 +40,7 @@ def test_nodes_list_gives_each_node_its_own_section(tmp_path: Path) -> None:
     assert nodes[0].labels == {"region": "east"} and nodes[0].cpu == "8" and nodes[1].cpu == "10000"
     assert [n.providers for n in nodes] == [["east"], ["west"], []]
     assert settings.node.name == "vk-east"  # one-node readers (status, explain) see the first
+    assert type(settings).model_validate(settings.model_dump()) == settings  # a dump reloads
 
 
 def test_single_node_section_is_a_one_element_list(tmp_path: Path) -> None:
@@ -75,8 +76,9 @@ def test_one_node_features_are_refused_with_several_nodes(tmp_path: Path) -> Non
         nodes=[{"name": "vk-a"}, {"name": "vk-b"}],
         kubelet={"csr": True},
         leader_election={"lease_name": "fixed"},
+        quota={"cluster_queue": "q", "flavor": "f"},
     )
-    assert [line.split(":")[0] for line in found] == ["kubelet", "leader_election.lease_name"]
+    assert [line.split(":")[0] for line in found] == ["kubelet", "leader_election.lease_name", "quota"]
     assert all("serves one node only" in line for line in found)
     # one node in the list: everything works as with node:
     assert load(tmp_path, nodes=[{"name": "vk-a"}], kubelet={"csr": True}).node.name == "vk-a"
