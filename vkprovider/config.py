@@ -389,8 +389,8 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _several_nodes(self) -> Settings:
         """``nodes:`` is checked whole: names unique, provider subsets known, and what serves
-        one node only (the kubelet API, a fixed Lease name, the quota sync) refused; the gate runs
-        once per node, each with the same section."""
+        one node only (a fixed Lease name, the quota sync) refused; the gate and the kubelet API
+        run once per node (each its own ``kubelet_port``)."""
         names = {p.name for p in self.providers}
         if not self.nodes:
             found = [(f"node.{path}", msg) for path, msg in _node_problems([self.node], names, "")]
@@ -406,7 +406,6 @@ class Settings(BaseModel):
         found = _node_problems(self.nodes, names, "nodes.")
         if len(self.nodes) > 1:
             refused = {
-                "kubelet": self.kubelet.enabled,
                 "leader_election.lease_name": bool(self.leader_election.lease_name),
                 "quota": self.quota is not None,
             }
@@ -422,15 +421,32 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _kubelet_port_free(self, info: ValidationInfo) -> Settings:
-        """The kubelet API listens on ``node.kubelet_port``: one already taken (a real kubelet on
-        the host, another replica) is a start-up error naming the field, not a later crash."""
+        """The kubelet API listens on each node's ``kubelet_port``: one already taken (a real
+        kubelet on the host, another replica) or two nodes on one address is a start-up error
+        naming the field, not a later crash."""
+        if not self.kubelet.enabled:
+            return self
         checks = checks_from(info.context)
-        if checks is not None and checks.ports and self.kubelet.enabled:
-            host = self.kubelet.bind_host or self.node.internal_ip
-            problem = port_problem(host, self.node.kubelet_port)
+        where = "kubelet.bind_host" if self.kubelet.bind_host else "node.internal_ip"
+        found: list[tuple[str, str]] = []
+        taken: dict[tuple[str, int], str] = {}
+        for i, node in enumerate(self.node_list()):
+            path = f"nodes.{i}.kubelet_port" if self.nodes else "node.kubelet_port"
+            address = (self.kubelet.bind_host or node.internal_ip, node.kubelet_port)
+            if address in taken:
+                found.append(
+                    (
+                        path,
+                        f"{address[0]}:{address[1]} is also {taken[address]} (each node's kubelet API needs its own)",
+                    )
+                )
+                continue
+            taken[address] = path
+            problem = port_problem(*address) if checks is not None and checks.ports else None
             if problem is not None:
-                where = "kubelet.bind_host" if self.kubelet.bind_host else "node.internal_ip"
-                raise FieldProblem.one("node.kubelet_port", f"{problem} (the kubelet API; host from {where})")
+                found.append((path, f"{problem} (the kubelet API; host from {where})"))
+        if found:
+            raise FieldProblem(found)
         return self
 
     @field_validator("log_level")

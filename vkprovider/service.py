@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import ssl
@@ -62,7 +63,9 @@ class Service:
     controller: PodController | None = None
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
+    #: the first node's kubelet API server (``kubelets``: every node's, by node name)
     kubelet: AsgiServer | None = None
+    kubelets: dict[str, AsgiServer] = field(default_factory=dict)
     kube: KubeClient | None = None
     #: the heartbeat client: node Lease, node status, leader-election Lease (own pool, unthrottled)
     heartbeat: KubeClient | None = None
@@ -151,7 +154,14 @@ class Service:
                 # Each unit supervises its own loops: no failure of one node's term ends another's.
                 loops = [group.create_task(unit.run(share)) for unit in self.units]
                 if s.kubelet.csr:
-                    loops.append(group.create_task(supervise("kubelet-serving-cert", self._kubelet_via_csr)))
+                    loops += [
+                        group.create_task(
+                            supervise(
+                                f"kubelet-serving-cert {u.name}", functools.partial(self._kubelet_via_csr, u)
+                            )
+                        )
+                        for u in self.units
+                    ]
                 await self.stopping.wait()
                 log.info("shutting down: draining the pod queue for %.0fs", s.pods.drain_timeout_seconds)
                 await asyncio.gather(*(u.controller.drain(s.pods.drain_timeout_seconds) for u in self.units))
@@ -160,12 +170,13 @@ class Service:
         finally:
             await self._close()
 
-    def _authenticator(self, *, anonymous: bool = False) -> Authenticator:
-        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never)."""
+    def _authenticator(self, *, anonymous: bool = False, node_name: str | None = None) -> Authenticator:
+        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never);
+        authorized against ``nodes/<node>/proxy`` of ``node_name`` (default: the first node)."""
         k = self.settings.kubelet
         return Authenticator(
             self.reviewer,
-            self.settings.node.name,
+            node_name or self.settings.node.name,
             anonymous=anonymous,
             token_ttl=k.token_cache_seconds,
             allowed_ttl=k.authorized_cache_seconds,
@@ -175,56 +186,62 @@ class Service:
         )
 
     async def _start_kubelet_api(self) -> None:
-        """The kubelet API on the address the Node advertises, if serving cert files are set
-        (with ``kubelet.csr`` it starts once the CSR is issued: ``_kubelet_via_csr``)."""
+        """Each node's kubelet API on the address it advertises, if serving cert files are set
+        (with ``kubelet.csr`` each starts once its CSR is issued: ``_kubelet_via_csr``)."""
         s = self.settings
         if not s.kubelet.enabled:
             log.info("kubelet API off (set kubelet.tls_cert_file and kubelet.tls_key_file, or kubelet.csr)")
             return
-        if s.kubelet.tls_cert_file and s.kubelet.tls_key_file:
-            await self._serve_kubelet(
-                server_tls(s.kubelet.tls_cert_file, s.kubelet.tls_key_file, s.kubelet.client_ca_file)
-            )
-
-    async def _serve_kubelet(self, tls: ssl.SSLContext) -> None:
-        s = self.settings
-        assert self.controller is not None
-        host = s.kubelet.bind_host or s.node.internal_ip
         if not s.kubelet.client_ca_file:
             log.warning(
                 "kubelet API without kubelet.client_ca_file: client certificates are not verified, so the "
                 "apiserver's kubelet client is refused unless it sends a bearer token, and every caller "
                 "costs a TokenReview; set kubelet.client_ca_file to the CA of the apiserver's kubelet client"
             )
+        if s.kubelet.tls_cert_file and s.kubelet.tls_key_file:
+            tls = server_tls(s.kubelet.tls_cert_file, s.kubelet.tls_key_file, s.kubelet.client_ca_file)
+            for unit in self.units:
+                await self._serve_kubelet(unit, tls)
+
+    async def _serve_kubelet(self, unit: ServedNode, tls: ssl.SSLContext) -> None:
+        s = self.settings
+        host, port = s.kubelet.bind_host or unit.config.internal_ip, unit.config.kubelet_port
+        where = "node" if not s.nodes else f"nodes.{self.units.index(unit)}"
         try:
-            self.kubelet = AsgiServer(
+            server = AsgiServer(
                 create_kubelet_app(
-                    self.controller,
-                    self._authenticator(anonymous=s.kubelet.anonymous),
+                    unit.controller,
+                    self._authenticator(anonymous=s.kubelet.anonymous, node_name=unit.name),
                     LogStreamCaps(**s.kubelet.logs.model_dump()),
                 ),
                 host,
-                s.node.kubelet_port,
+                port,
                 ssl_context=tls,
                 limits=s.kubelet.limits,
             )
         except OSError as exc:
-            raise ConfigError(f"node.kubelet_port: {host}:{s.node.kubelet_port}: {exc}") from None
-        await self.kubelet.start()
-        log.info("kubelet API on %s", self.kubelet.url)
+            raise ConfigError(f"{where}.kubelet_port: {host}:{port}: {exc}") from None
+        await server.start()
+        self.kubelets[unit.name] = server
+        if unit is self.units[0]:
+            self.kubelet = server
+        log.info("kubelet API of %s on %s", unit.name, server.url)
 
-    async def _kubelet_via_csr(self) -> None:
-        """Obtain the serving cert through a CSR (or reuse a valid one in ``cert_dir``), serve,
-        and keep it renewed (supervised)."""
+    async def _kubelet_via_csr(self, unit: ServedNode) -> None:
+        """Obtain the node's serving cert through a CSR (or reuse a valid one in ``cert_dir``,
+        one subdirectory per node with several nodes), serve, and keep it renewed (supervised)."""
         s = self.settings
         assert self.kube is not None
         directory = Path(s.kubelet.cert_dir or tempfile.mkdtemp(prefix="vkprovider-kubelet-"))
-        addresses = [s.node.internal_ip]
-        pair = await serving_pair(self.kube, s.node.name, addresses, directory)
+        if len(self.units) > 1:
+            directory = directory / unit.name
+            directory.mkdir(parents=True, exist_ok=True)
+        addresses = [unit.config.internal_ip]
+        pair = await serving_pair(self.kube, unit.name, addresses, directory)
         tls = server_tls(str(pair.cert), str(pair.key), s.kubelet.client_ca_file)
-        if self.kubelet is None:
-            await self._serve_kubelet(tls)
-        await keep_renewed(self.kube, s.node.name, addresses, directory, pair, tls)
+        if unit.name not in self.kubelets:
+            await self._serve_kubelet(unit, tls)
+        await keep_renewed(self.kube, unit.name, addresses, directory, pair, tls)
 
     async def _wait_for_apiserver(self) -> None:
         """An API server that is not up yet (a restarting cluster) is waited for with backoff,
@@ -266,8 +283,8 @@ class Service:
         return True
 
     async def _close(self) -> None:
-        if self.kubelet is not None:
-            await self.kubelet.stop()
+        for server in self.kubelets.values():
+            await server.stop()
         if self.admin is not None:
             await self.admin.stop()
         for provider in self.providers.values():

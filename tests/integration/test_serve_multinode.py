@@ -19,15 +19,17 @@ from typing import Any
 
 import httpx
 import pytest
+from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
 from tests.integration.test_gate_serve import GATE
 from tests.support import eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.process import free_port
 from vkprovider.kube import resources
 from vkprovider.kube.client import KubeClient
-from vkprovider.kube.errors import KubeNotFound
+from vkprovider.kube.errors import KubeError, KubeNotFound
 from vkprovider.service import Service
 from vkprovider.sim.local import cloud_config, fakecloud_module
 
@@ -254,3 +256,73 @@ async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) 
             with contextlib.suppress(Exception):
                 await kube.request("DELETE", f"/api/v1/nodes/{node}")
         await kube.close()
+
+
+async def test_the_kubelet_api_runs_per_node_on_its_own_port(cluster: Cluster, namespace: str) -> None:
+    """Two nodes on one address, each its kubelet API on its own port: the apiserver's
+    ``/nodes/<node>/proxy/pods`` reaches each node's server, which lists only that node's pods."""
+    net, serving = cluster.kubelet_net, cluster.kubelet_serving
+    if net is None or serving is None:
+        pytest.skip("the dev cluster could not create its kubelet network namespace (needs ip netns)")
+    suffix = uuid.uuid4().hex[:6]
+    nodes = [f"vk-ka-{suffix}", f"vk-kb-{suffix}"]
+    async with running_fakecloud(cloud_config("one", 1.0)) as cloud:
+        settings = Settings.model_validate(
+            {
+                "nodes": [
+                    {
+                        "name": n,
+                        "internal_ip": net.host_ip,
+                        "kubelet_port": free_port(),
+                        "status_update_seconds": 2,
+                    }
+                    for n in nodes
+                ],
+                "kube": {"kubeconfig": str(cluster.kubeconfig)},
+                "pods": {"status_poll_seconds": 0.5, "drain_timeout_seconds": 2},
+                "http": {"admin_port": 0},
+                "kubelet": {
+                    "tls_cert_file": str(serving.cert),
+                    "tls_key_file": str(serving.key),
+                    "client_ca_file": str(cluster.ca_cert),
+                },
+                "providers": [{"name": "one", "adapter": "fakecloud", "settings": {"url": cloud.url}}],
+            }
+        )
+        service = Service(settings)
+        task = asyncio.create_task(service.run())
+        kube = await KubeClient.connect(str(cluster.kubeconfig))
+        try:
+
+            async def started() -> bool:
+                assert not task.done(), task
+                return len(service.kubelets) == 2 and all(u.controller.synced.is_set() for u in service.units)
+
+            await eventually(started, timeout=60)
+            assert set(service.kubelets) == set(nodes)
+            assert len({server.port for server in service.kubelets.values()}) == 2
+            for node in nodes:
+                await kube.request(
+                    "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(node[:5], node)
+                )
+            for node in nodes:
+
+                async def listed(node: str = node) -> JSON | None:
+                    try:
+                        got = await kube.request("GET", f"/api/v1/nodes/{node}/proxy/pods")
+                    except KubeError:
+                        return None  # the Node's endpoint not registered yet
+                    names = {p["metadata"]["name"] for p in got["items"]}
+                    return got if names else None
+
+                pods = await eventually(listed, timeout=60)
+                assert [p["metadata"]["name"] for p in pods["items"]] == [node[:5]]
+        finally:
+            service.stopping.set()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(30):
+                    await task
+            for node in nodes:
+                with contextlib.suppress(Exception):
+                    await kube.request("DELETE", f"/api/v1/nodes/{node}")
+            await kube.close()

@@ -74,11 +74,22 @@ def test_one_node_features_are_refused_with_several_nodes(tmp_path: Path) -> Non
     found = problems(
         tmp_path,
         nodes=[{"name": "vk-a"}, {"name": "vk-b"}],
-        kubelet={"csr": True},
         leader_election={"lease_name": "fixed"},
         quota={"cluster_queue": "q", "flavor": "f"},
     )
-    assert [line.split(":")[0] for line in found] == ["kubelet", "leader_election.lease_name", "quota"]
+    assert [line.split(":")[0] for line in found] == ["leader_election.lease_name", "quota"]
     assert all("serves one node only" in line for line in found)
     # one node in the list: everything works as with node:
     assert load(tmp_path, nodes=[{"name": "vk-a"}], kubelet={"csr": True}).node.name == "vk-a"
+
+
+def test_each_node_needs_its_own_kubelet_port(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        nodes=[{"name": "vk-a"}, {"name": "vk-b"}, {"name": "vk-c", "kubelet_port": 10251}],
+        kubelet={"csr": True},
+    )
+    assert found == [
+        "nodes.1.kubelet_port: 127.0.0.1:10250 is also nodes.0.kubelet_port (each node's kubelet API needs its own)"
+    ]
+    assert load(tmp_path, nodes=[{"name": "vk-a"}, {"name": "vk-b"}]).node.name == "vk-a"  # kubelet API off
