@@ -43,7 +43,7 @@ from vkprovider.plugins.registry import build_providers
 from vkprovider.pods.controller import PodController
 from vkprovider.quota import term as quota_term
 from vkprovider.retry import retrying
-from vkprovider.served_node import ServedNode, lead_share
+from vkprovider.served_node import ServedNode, build_nodes, lead_share
 from vkprovider.tasks import supervise
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,7 @@ class Service:
             # One unit per configured node (``nodes:``, or the one ``node:``), each with its own
             # placement view, agent, controller and Lease; ``placer``/``node``/``controller``/
             # ``gate`` are the first's (the admin API's top level, the kubelet API: one node).
-            self.units = [
-                ServedNode.build(s, config, self.providers, self.kube, self.heartbeat)
-                for config in s.node_list()
-            ]
+            self.units = build_nodes(s, self.providers, self.kube, self.heartbeat)
             for unit in self.units:
                 await unit.preflight()
             first = self.units[0]

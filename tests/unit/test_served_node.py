@@ -1,5 +1,6 @@
-"""``LeadShare``: a replica at its share of the nodes holds back one lease duration before taking
-another free node Lease, and attempts are counted one at a time (no two slip in at once)."""
+"""``vkprovider.served_node``: ``LeadShare`` (a replica at its share of the nodes holds back one
+lease duration before taking another free node Lease, and attempts are counted one at a time,
+so no two slip in at once) and the units built per node."""
 
 from __future__ import annotations
 
@@ -82,3 +83,40 @@ def test_one_replica_or_one_node_needs_no_share() -> None:
     assert served_node.lead_share(several, units(several)) is not None
     one = Settings(nodes=[{"name": "a"}, {"name": "b"}], leader_election={"enabled": True})
     assert served_node.lead_share(one, units(one)) is None
+
+
+async def test_nodes_get_their_provider_subsets_and_share_only_the_rate_limiters() -> None:
+    from kubernetes_asyncio import client
+
+    from vkprovider.config import Settings
+    from vkprovider.kube.client import KubeClient
+    from vkprovider.plugins.registry import build_providers
+
+    settings = Settings.model_validate(
+        {
+            "providers": [
+                {"name": n, "adapter": "fakecloud", "settings": {"url": "http://127.0.0.1:9"}}
+                for n in ("one", "two")
+            ],
+            "nodes": [{"name": "vk-a", "providers": ["one"]}, {"name": "vk-b"}],
+        }
+    )
+    adapters = build_providers(settings.providers)
+    api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never contacted
+    kube = KubeClient(api)
+    try:
+        a, b = served_node.build_nodes(settings, adapters, kube, kube)
+        assert (a.name, sorted(a.providers), b.name, sorted(b.providers)) == (
+            "vk-a",
+            ["one"],
+            "vk-b",
+            ["one", "two"],
+        )
+        assert sorted(a.placer.providers) == ["one"] and a.controller.node_name == "vk-a"
+        assert a.placer.health is not b.placer.health  # an outage is judged per node
+        assert a.placer.limiters is b.placer.limiters  # a provider's rate limit is kept together
+        assert a.placer.limiters.bucket("one") is b.placer.limiters.bucket("one")
+    finally:
+        for adapter in adapters.values():
+            await adapter.close()
+        await api.close()
