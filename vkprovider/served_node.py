@@ -71,6 +71,8 @@ class LeadShare:
 
 @dataclass
 class ServedNode:
+    """One configured node and everything that acts for it (see the module docstring)."""
+
     settings: Settings
     config: NodeConfig
     kube: KubeClient
