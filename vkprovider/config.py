@@ -389,8 +389,8 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _several_nodes(self) -> Settings:
         """``nodes:`` is checked whole: names unique, provider subsets known, and what serves
-        one node only (a fixed Lease name, the quota sync) refused; the gate and the kubelet API
-        run once per node (each its own ``kubelet_port``)."""
+        one node only (a fixed Lease name) refused; the gate and the kubelet API run once per node
+        (each its own ``kubelet_port``), the quota sync once (the first node's leader)."""
         names = {p.name for p in self.providers}
         if not self.nodes:
             found = [(f"node.{path}", msg) for path, msg in _node_problems([self.node], names, "")]
@@ -407,7 +407,6 @@ class Settings(BaseModel):
         if len(self.nodes) > 1:
             refused = {
                 "leader_election.lease_name": bool(self.leader_election.lease_name),
-                "quota": self.quota is not None,
             }
             message = (
                 f"serves one node only, not supported with {len(self.nodes)} nodes (docs/virtual-node.md)"

@@ -83,6 +83,8 @@ class ServedNode:
     node: NodeAgent
     controller: PodController
     gate: Gate | None = None
+    #: the Kueue quota sync (``quota:``, one ClusterQueue writer) runs in the first node's terms
+    runs_quota: bool = False
     elector: LeaderElector | None = field(default=None, init=False)
 
     @classmethod
@@ -132,7 +134,8 @@ class ServedNode:
             gate_taint_key=(s.gate or GateConfig()).taint.key,
             gate_timeout_seconds=(s.gate or GateConfig()).signal_timeout_seconds,
         )
-        return cls(s, config, kube, heartbeat, providers, placer, agent, controller, gate)
+        runs_quota = s.quota is not None and config is s.node_list()[0]
+        return cls(s, config, kube, heartbeat, providers, placer, agent, controller, gate, runs_quota)
 
     @property
     def name(self) -> str:
@@ -178,7 +181,7 @@ class ServedNode:
             group.create_task(supervise(f"pod-controller {self.name}", self.controller.run))
             if self.gate is not None:  # gate: only the node's leader writes its taint
                 group.create_task(supervise(f"gate {self.name}", self.gate.run))
-            if self.settings.quota is not None:  # quota sync: only the leader writes the ClusterQueue
+            if self.runs_quota:  # quota sync: only the first node's leader writes the ClusterQueue
                 group.create_task(supervise("quota-sync", self._quota_term))
 
     async def _quota_term(self) -> None:

@@ -99,6 +99,7 @@ async def test_nodes_get_their_provider_subsets_and_share_only_the_rate_limiters
                 for n in ("one", "two")
             ],
             "nodes": [{"name": "vk-a", "providers": ["one"]}, {"name": "vk-b"}],
+            "quota": {"cluster_queue": "q"},
         }
     )
     adapters = build_providers(settings.providers)
@@ -116,6 +117,10 @@ async def test_nodes_get_their_provider_subsets_and_share_only_the_rate_limiters
         assert a.placer.health is not b.placer.health  # an outage is judged per node
         assert a.placer.limiters is b.placer.limiters  # a provider's rate limit is kept together
         assert a.placer.limiters.bucket("one") is b.placer.limiters.bucket("one")
+        assert (a.runs_quota, b.runs_quota) == (
+            True,
+            False,
+        )  # one ClusterQueue writer: the first node's leader
     finally:
         for adapter in adapters.values():
             await adapter.close()

@@ -75,9 +75,8 @@ def test_one_node_features_are_refused_with_several_nodes(tmp_path: Path) -> Non
         tmp_path,
         nodes=[{"name": "vk-a"}, {"name": "vk-b"}],
         leader_election={"lease_name": "fixed"},
-        quota={"cluster_queue": "q", "flavor": "f"},
     )
-    assert [line.split(":")[0] for line in found] == ["leader_election.lease_name", "quota"]
+    assert [line.split(":")[0] for line in found] == ["leader_election.lease_name"]
     assert all("serves one node only" in line for line in found)
     # one node in the list: everything works as with node:
     assert load(tmp_path, nodes=[{"name": "vk-a"}], kubelet={"csr": True}).node.name == "vk-a"
