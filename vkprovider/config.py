@@ -76,6 +76,13 @@ class NodeConfig(_Section):
         ),
     )
     max_gpus: int | None = Field(default=None, ge=0, description="cap on advertised nvidia.com/gpu")
+    providers: list[str] = Field(
+        default=[],
+        description=(
+            "the providers this node places pods on (names from providers:); its placement, "
+            "capacity and outage taint see only these; empty: every configured provider"
+        ),
+    )
 
     def topology_zone(self) -> str | None:
         """The zone the node is labelled with (``labels`` first, then ``zone``), or None."""
@@ -173,7 +180,18 @@ class LeaderElectionConfig(_Section):
 
     enabled: bool = False
     namespace: str = "kube-system"
-    lease_name: str = Field(default="", description="default: vkprovider-<node name>")
+    lease_name: str = Field(
+        default="", description="default: vkprovider-<node name> (one node only: with nodes:, each node's)"
+    )
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "how many replicas share the nodes: a replica leading its share (nodes / replicas, "
+            "rounded up) waits one lease duration before taking another free node Lease, so the "
+            "others take it first (docs/virtual-node.md); 1: take every free Lease at once"
+        ),
+    )
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
@@ -285,6 +303,13 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     node: NodeConfig = NodeConfig()
+    nodes: list[NodeConfig] = Field(
+        default=[],
+        description=(
+            "several virtual nodes, each with its own Lease and leader (instead of node:, which "
+            "is the one-node form; docs/virtual-node.md)"
+        ),
+    )
     kube: KubeConfig = Field(default={}, validate_default=True)  # a dict, so checks run on it
     pods: PodsConfig = PodsConfig()
     http: HttpConfig = Field(default={}, validate_default=True)
@@ -357,17 +382,70 @@ class Settings(BaseModel):
             raise FieldProblem(found)
         return value
 
+    def node_list(self) -> list[NodeConfig]:
+        """The configured nodes: ``nodes``, or the one ``node`` section (the upgrade path)."""
+        return self.nodes or [self.node]
+
+    @model_validator(mode="after")
+    def _several_nodes(self) -> Settings:
+        """``nodes:`` is checked whole: names unique, provider subsets known, and what serves
+        one node only (a fixed Lease name) refused; the gate and the kubelet API run once per node
+        (each its own ``kubelet_port``), the quota sync once (the first node's leader)."""
+        names = {p.name for p in self.providers}
+        if not self.nodes:
+            found = [(f"node.{path}", msg) for path, msg in _node_problems([self.node], names, "")]
+            if found:
+                raise FieldProblem(found)
+            return self
+        # (a dump of validated settings repeats nodes[0] as node: that is no second node)
+        if "node" in self.model_fields_set and self.node != self.nodes[0]:
+            raise FieldProblem.one(
+                "nodes",
+                "give either node: (one node) or nodes: (several nodes), not both: move node: into nodes:",
+            )
+        found = _node_problems(self.nodes, names, "nodes.")
+        if len(self.nodes) > 1:
+            refused = {
+                "leader_election.lease_name": bool(self.leader_election.lease_name),
+            }
+            message = (
+                f"serves one node only, not supported with {len(self.nodes)} nodes (docs/virtual-node.md)"
+            )
+            found += [(path, message) for path, bad in refused.items() if bad]
+        if found:
+            raise FieldProblem(found)
+        self.node = self.nodes[0]  # what one-node callers (status, explain, uninstall-check) read
+        self.__pydantic_fields_set__.discard("node")  # derived, not given
+        return self
+
     @model_validator(mode="after")
     def _kubelet_port_free(self, info: ValidationInfo) -> Settings:
-        """The kubelet API listens on ``node.kubelet_port``: one already taken (a real kubelet on
-        the host, another replica) is a start-up error naming the field, not a later crash."""
+        """The kubelet API listens on each node's ``kubelet_port``: one already taken (a real
+        kubelet on the host, another replica) or two nodes on one address is a start-up error
+        naming the field, not a later crash."""
+        if not self.kubelet.enabled:
+            return self
         checks = checks_from(info.context)
-        if checks is not None and checks.ports and self.kubelet.enabled:
-            host = self.kubelet.bind_host or self.node.internal_ip
-            problem = port_problem(host, self.node.kubelet_port)
+        where = "kubelet.bind_host" if self.kubelet.bind_host else "node.internal_ip"
+        found: list[tuple[str, str]] = []
+        taken: dict[tuple[str, int], str] = {}
+        for i, node in enumerate(self.node_list()):
+            path = f"nodes.{i}.kubelet_port" if self.nodes else "node.kubelet_port"
+            address = (self.kubelet.bind_host or node.internal_ip, node.kubelet_port)
+            if address in taken:
+                found.append(
+                    (
+                        path,
+                        f"{address[0]}:{address[1]} is also {taken[address]} (each node's kubelet API needs its own)",
+                    )
+                )
+                continue
+            taken[address] = path
+            problem = port_problem(*address) if checks is not None and checks.ports else None
             if problem is not None:
-                where = "kubelet.bind_host" if self.kubelet.bind_host else "node.internal_ip"
-                raise FieldProblem.one("node.kubelet_port", f"{problem} (the kubelet API; host from {where})")
+                found.append((path, f"{problem} (the kubelet API; host from {where})"))
+        if found:
+            raise FieldProblem(found)
         return self
 
     @field_validator("log_level")
@@ -377,6 +455,25 @@ class Settings(BaseModel):
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {value!r} (one of: {', '.join(LOG_LEVELS)})")
         return level
+
+
+def _node_problems(nodes: list[NodeConfig], providers: set[str], prefix: str) -> list[tuple[str, str]]:
+    """Duplicate node names and provider subsets naming no configured provider (paths after
+    ``prefix``, then the node's index when there is a list)."""
+    known = ", ".join(sorted(providers)) or "none"
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        at = f"{prefix}{i}." if prefix else ""
+        if node.name in seen:
+            found.append((f"{at}name", f"duplicate node name {node.name!r}"))
+        seen.add(node.name)
+        found += [
+            (f"{at}providers.{j}", f"no configured provider is named {name!r} (configured: {known})")
+            for j, name in enumerate(node.providers)
+            if name not in providers
+        ]
+    return found
 
 
 def unknown_provider_names(placement: Mapping[str, Any], names: set[str]) -> list[tuple[str, str]]:

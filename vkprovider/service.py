@@ -1,4 +1,5 @@
-"""``vkprovider serve``: compose the node agent, pod controller, placement and admin HTTP.
+"""``vkprovider serve``: compose the virtual nodes (``vkprovider.served_node``: each its node
+agent, pod controller, placement view and Lease), the admin HTTP server and the kubelet API.
 
 Start-up order matters: the config has passed its start-up checks (``vkprovider.cli.serve``);
 the API server is waited for with backoff (a restarting cluster is not a crash); providers and
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import ssl
@@ -23,8 +25,6 @@ from typing import Any
 
 from vkprovider.config import Settings
 from vkprovider.errors import ConfigError
-from vkprovider.gate.claim import default_identity
-from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator, is_loopback_bind
@@ -36,7 +36,6 @@ from vkprovider.http.reviews import ReviewBudget
 from vkprovider.http.server import AsgiServer
 from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeForbidden, KubeUnavailable
-from vkprovider.kube.leader import LeaderElector
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement import Placer
 from vkprovider.plugins.api import Provider
@@ -44,6 +43,7 @@ from vkprovider.plugins.registry import build_providers
 from vkprovider.pods.controller import PodController
 from vkprovider.quota import term as quota_term
 from vkprovider.retry import retrying
+from vkprovider.served_node import ServedNode, build_nodes, lead_share
 from vkprovider.tasks import supervise
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,9 @@ class Service:
     controller: PodController | None = None
     node: NodeAgent | None = None
     admin: AsgiServer | None = None
+    #: the first node's kubelet API server (``kubelets``: every node's, by node name)
     kubelet: AsgiServer | None = None
+    kubelets: dict[str, AsgiServer] = field(default_factory=dict)
     kube: KubeClient | None = None
     #: the heartbeat client: node Lease, node status, leader-election Lease (own pool, unthrottled)
     heartbeat: KubeClient | None = None
@@ -73,6 +75,8 @@ class Service:
     #: one per process: refusals to a peer are paced across the kubelet and the admin API
     refusals: RefusalPacer = field(default_factory=RefusalPacer)
     gate: Gate | None = None
+    #: one per configured node (``vkprovider.served_node``); the fields above are the first's
+    units: list[ServedNode] = field(default_factory=list)
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -93,41 +97,21 @@ class Service:
         try:
             if not await self._until_stopping(self._wait_for_apiserver()):
                 return
-            self.placer = Placer(self.providers, s.placement)
-            await self.placer.refresh()
-            if s.gate is not None:  # the capacity gate: refuse bad selectors/queries at start-up
-                self.gate = Gate(self.kube, s.gate, s.node.name, identity=self._gate_identity())
-                await self.gate.preflight()
+            # One unit per configured node (``nodes:``, or the one ``node:``), each with its own
+            # placement view, agent, controller and Lease; ``placer``/``node``/``controller``/
+            # ``gate`` are the first's (the admin API's top level, the kubelet API: one node).
+            self.units = build_nodes(s, self.providers, self.kube, self.heartbeat)
+            for unit in self.units:
+                await unit.preflight()
+            first = self.units[0]
+            self.placer, self.node, self.controller, self.gate = (
+                first.placer,
+                first.node,
+                first.controller,
+                first.gate,
+            )
             if s.quota is not None:  # the Kueue quota sync: a missing ClusterQueue/flavor stops here
                 await quota_term.preflight(self.kube, s.quota)
-            self.node = NodeAgent(
-                self.kube,
-                s.node,
-                self.providers,
-                self.placer,
-                pods=self._bound_pods,
-                heartbeat=self.heartbeat,
-                # the capacity gate's taint, removed once no gate renews its heartbeat (also
-                # for a standalone gate, whose section may be absent here: then the defaults)
-                gate_taint_key=(s.gate or GateConfig()).taint.key,
-                gate_timeout_seconds=(s.gate or GateConfig()).signal_timeout_seconds,
-            )
-            self.controller = PodController(
-                self.kube,
-                self.providers,
-                self.placer,
-                node_name=s.node.name,
-                host_ip=s.node.internal_ip,
-                workers=s.pods.workers,
-                status_poll_seconds=s.pods.status_poll_seconds,
-                orphan_gc_seconds=s.pods.orphan_gc_seconds,
-                lost_grace_seconds=s.pods.lost_grace_seconds,
-                backoff_base_seconds=s.pods.backoff_base_seconds,
-                backoff_max_seconds=s.pods.backoff_max_seconds,
-                status_before_delete=s.pods.status_before_delete,
-                traffic=s.traffic,
-                zone=s.node.topology_zone(),
-            )
             try:
                 admin_auth = None if is_loopback_bind(s.http.admin_host) else self._authenticator()
                 admin_tls = (
@@ -137,7 +121,12 @@ class Service:
                 )
                 self.admin = AsgiServer(
                     create_admin_app(
-                        self.placer, self.controller, self.node, gate=self.gate, auth=admin_auth
+                        self.placer,
+                        self.controller,
+                        self.node,
+                        gate=self.gate,
+                        auth=admin_auth,
+                        others=[(u.placer, u.controller, u.node, u.gate) for u in self.units[1:]],
                     ),
                     s.http.admin_host,
                     s.http.admin_port,
@@ -158,27 +147,33 @@ class Service:
                 )
             await self._start_kubelet_api()
             async with asyncio.TaskGroup() as group:
-                loops = [
-                    group.create_task(supervise("offer-catalog", self.placer.run)),
-                    # Supervised: no failure of an election (or of a term) ends the service.
-                    group.create_task(supervise("leader-election", self._lead_or_follow)),
-                ]
+                share = lead_share(s, self.units)
+                # Each unit supervises its own loops: no failure of one node's term ends another's.
+                loops = [group.create_task(unit.run(share)) for unit in self.units]
                 if s.kubelet.csr:
-                    loops.append(group.create_task(supervise("kubelet-serving-cert", self._kubelet_via_csr)))
+                    loops += [
+                        group.create_task(
+                            supervise(
+                                f"kubelet-serving-cert {u.name}", functools.partial(self._kubelet_via_csr, u)
+                            )
+                        )
+                        for u in self.units
+                    ]
                 await self.stopping.wait()
                 log.info("shutting down: draining the pod queue for %.0fs", s.pods.drain_timeout_seconds)
-                await self.controller.drain(s.pods.drain_timeout_seconds)
+                await asyncio.gather(*(u.controller.drain(s.pods.drain_timeout_seconds) for u in self.units))
                 for task in loops:
                     task.cancel()
         finally:
             await self._close()
 
-    def _authenticator(self, *, anonymous: bool = False) -> Authenticator:
-        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never)."""
+    def _authenticator(self, *, anonymous: bool = False, node_name: str | None = None) -> Authenticator:
+        """Reviews for the kubelet API (anonymous only if configured) and the admin API (never);
+        authorized against ``nodes/<node>/proxy`` of ``node_name`` (default: the first node)."""
         k = self.settings.kubelet
         return Authenticator(
             self.reviewer,
-            self.settings.node.name,
+            node_name or self.settings.node.name,
             anonymous=anonymous,
             token_ttl=k.token_cache_seconds,
             allowed_ttl=k.authorized_cache_seconds,
@@ -188,60 +183,62 @@ class Service:
         )
 
     async def _start_kubelet_api(self) -> None:
-        """The kubelet API on the address the Node advertises, if serving cert files are set
-        (with ``kubelet.csr`` it starts once the CSR is issued: ``_kubelet_via_csr``)."""
+        """Each node's kubelet API on the address it advertises, if serving cert files are set
+        (with ``kubelet.csr`` each starts once its CSR is issued: ``_kubelet_via_csr``)."""
         s = self.settings
         if not s.kubelet.enabled:
             log.info("kubelet API off (set kubelet.tls_cert_file and kubelet.tls_key_file, or kubelet.csr)")
             return
-        if s.kubelet.tls_cert_file and s.kubelet.tls_key_file:
-            await self._serve_kubelet(
-                server_tls(s.kubelet.tls_cert_file, s.kubelet.tls_key_file, s.kubelet.client_ca_file)
-            )
-
-    async def _serve_kubelet(self, tls: ssl.SSLContext) -> None:
-        s = self.settings
-        assert self.controller is not None
-        host = s.kubelet.bind_host or s.node.internal_ip
         if not s.kubelet.client_ca_file:
             log.warning(
                 "kubelet API without kubelet.client_ca_file: client certificates are not verified, so the "
                 "apiserver's kubelet client is refused unless it sends a bearer token, and every caller "
                 "costs a TokenReview; set kubelet.client_ca_file to the CA of the apiserver's kubelet client"
             )
+        if s.kubelet.tls_cert_file and s.kubelet.tls_key_file:
+            tls = server_tls(s.kubelet.tls_cert_file, s.kubelet.tls_key_file, s.kubelet.client_ca_file)
+            for unit in self.units:
+                await self._serve_kubelet(unit, tls)
+
+    async def _serve_kubelet(self, unit: ServedNode, tls: ssl.SSLContext) -> None:
+        s = self.settings
+        host, port = s.kubelet.bind_host or unit.config.internal_ip, unit.config.kubelet_port
+        where = "node" if not s.nodes else f"nodes.{self.units.index(unit)}"
         try:
-            self.kubelet = AsgiServer(
+            server = AsgiServer(
                 create_kubelet_app(
-                    self.controller,
-                    self._authenticator(anonymous=s.kubelet.anonymous),
+                    unit.controller,
+                    self._authenticator(anonymous=s.kubelet.anonymous, node_name=unit.name),
                     LogStreamCaps(**s.kubelet.logs.model_dump()),
                 ),
                 host,
-                s.node.kubelet_port,
+                port,
                 ssl_context=tls,
                 limits=s.kubelet.limits,
             )
         except OSError as exc:
-            raise ConfigError(f"node.kubelet_port: {host}:{s.node.kubelet_port}: {exc}") from None
-        await self.kubelet.start()
-        log.info("kubelet API on %s", self.kubelet.url)
+            raise ConfigError(f"{where}.kubelet_port: {host}:{port}: {exc}") from None
+        await server.start()
+        self.kubelets[unit.name] = server
+        if unit is self.units[0]:
+            self.kubelet = server
+        log.info("kubelet API of %s on %s", unit.name, server.url)
 
-    async def _kubelet_via_csr(self) -> None:
-        """Obtain the serving cert through a CSR (or reuse a valid one in ``cert_dir``), serve,
-        and keep it renewed (supervised)."""
+    async def _kubelet_via_csr(self, unit: ServedNode) -> None:
+        """Obtain the node's serving cert through a CSR (or reuse a valid one in ``cert_dir``,
+        one subdirectory per node with several nodes), serve, and keep it renewed (supervised)."""
         s = self.settings
         assert self.kube is not None
         directory = Path(s.kubelet.cert_dir or tempfile.mkdtemp(prefix="vkprovider-kubelet-"))
-        addresses = [s.node.internal_ip]
-        pair = await serving_pair(self.kube, s.node.name, addresses, directory)
+        if len(self.units) > 1:
+            directory = directory / unit.name
+            directory.mkdir(parents=True, exist_ok=True)
+        addresses = [unit.config.internal_ip]
+        pair = await serving_pair(self.kube, unit.name, addresses, directory)
         tls = server_tls(str(pair.cert), str(pair.key), s.kubelet.client_ca_file)
-        if self.kubelet is None:
-            await self._serve_kubelet(tls)
-        await keep_renewed(self.kube, s.node.name, addresses, directory, pair, tls)
-
-    def _bound_pods(self) -> list[dict[str, Any]]:
-        """The pods bound to the node (the controller's cache), for the node's GPU accounting."""
-        return [] if self.controller is None else list(self.controller.informer.cache.values())
+        if unit.name not in self.kubelets:
+            await self._serve_kubelet(unit, tls)
+        await keep_renewed(self.kube, unit.name, addresses, directory, pair, tls)
 
     async def _wait_for_apiserver(self) -> None:
         """An API server that is not up yet (a restarting cluster) is waited for with backoff,
@@ -282,52 +279,9 @@ class Service:
         task.result()
         return True
 
-    async def _lead_or_follow(self) -> None:
-        s = self.settings
-        if not s.leader_election.enabled:
-            await self._act()
-            return
-        assert self.heartbeat is not None
-        elector = LeaderElector(
-            self.heartbeat,
-            s.leader_election.namespace,
-            s.leader_election.lease_name or f"vkprovider-{s.node.name}",
-            s.leader_election.identity,
-        )
-        if self.controller is not None:
-            self.controller.elector = elector  # /readyz tells a standby from a leader
-        await elector.run(self._act)
-
-    def _gate_identity(self) -> str:
-        """Who owns the gate taint: the leader-election Lease (any leader of it is the same
-        owner, so a failover takes over at once), else this host's ``serve``."""
-        s = self.settings
-        if s.leader_election.enabled:
-            lease = s.leader_election.lease_name or f"vkprovider-{s.node.name}"
-            return f"lease:{s.leader_election.namespace}/{lease}"
-        return default_identity("serve")
-
-    async def _act(self) -> None:
-        """One leadership term (or the whole run without election). Everything here may run
-        again in a later term: the controller starts each term from a fresh list."""
-        assert self.node is not None and self.controller is not None
-        # Registration retries on its own: one API error must not end the term (or the process).
-        await supervise("node-register", self.node.register)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(supervise("node-agent", self.node.run))
-            group.create_task(supervise("pod-controller", self.controller.run))
-            if self.gate is not None:  # gate: only the leader writes the taint
-                group.create_task(supervise("gate", self.gate.run))
-            if self.settings.quota is not None:  # quota sync: only the leader writes the ClusterQueue
-                group.create_task(supervise("quota-sync", self._quota_term))
-
-    async def _quota_term(self) -> None:
-        assert self.kube is not None and self.settings.quota is not None
-        await quota_term.run_term(self.kube, self.settings.quota, self.settings.node.name)
-
     async def _close(self) -> None:
-        if self.kubelet is not None:
-            await self.kubelet.stop()
+        for server in self.kubelets.values():
+            await server.stop()
         if self.admin is not None:
             await self.admin.stop()
         for provider in self.providers.values():

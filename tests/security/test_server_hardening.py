@@ -29,6 +29,7 @@ from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeUnavailable
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
+from vkprovider.served_node import ServedNode
 from vkprovider.service import Service
 
 POD = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
@@ -179,9 +180,11 @@ async def test_kubelet_api_without_a_client_ca_warns_at_start(
         }
     )
     service = Service(settings)
-    service.controller = NoPods()  # type: ignore[assignment]  # what the kubelet API reads
+    # the one node's unit: only its controller is read by the kubelet API
+    node = ServedNode(settings, settings.node, None, None, {}, Placer({}), None, NoPods())  # type: ignore[arg-type]
+    service.units = [node]
     with caplog.at_level(logging.WARNING, logger="vkprovider.service"):
-        await service._serve_kubelet(server_tls(str(serving.cert), str(serving.key), None))
+        await service._start_kubelet_api()
     assert service.kubelet is not None
     await service.kubelet.stop()
     assert any("without kubelet.client_ca_file" in r.getMessage() for r in caplog.records)

@@ -10,7 +10,8 @@ Shared by ``vkprovider status``, ``vkprovider explain --admin`` and ``vkprovider
 * **Leader**: only the leader holds a term; a standby's ``/state`` is ``{"role": "standby",
   "leader": <pod>}``. Every address given is asked, the leader's answer is used, and when only
   standbys answered the error names the leader, so nobody mistakes a standby's silence for
-  "nothing runs".
+  "nothing runs". With several virtual nodes (``nodes:``) each replica may lead some of
+  them: each node's view is taken from the replica that leads it (:func:`merged_nodes`).
 
 Failures are :class:`AdminApiError` with a message naming the flag to fix (401/403/unreachable).
 """
@@ -162,6 +163,26 @@ def request(
     return data
 
 
+def _leads_a_node(state: JSON) -> bool:
+    """With several virtual nodes a replica may stand by for the first and lead others."""
+    nodes = state.get("nodes")
+    return isinstance(nodes, list) and any(n.get("role") != "standby" for n in nodes if isinstance(n, dict))
+
+
+def merged_nodes(states: list[JSON]) -> list[JSON] | None:
+    """Each node's view from the replica that leads it (a standby's only when none does), in
+    the order the first answer lists them; None for a one-node service (no ``nodes``)."""
+    by_name: dict[str, JSON] = {}
+    for state in states:
+        for entry in state.get("nodes") or []:
+            name = str(entry.get("node"))
+            if name not in by_name or (
+                by_name[name].get("role") == "standby" and entry.get("role") != "standby"
+            ):
+                by_name[name] = entry
+    return list(by_name.values()) or None
+
+
 @dataclass
 class LeaderView:
     """The leader's ``/state`` and what the other addresses said."""
@@ -181,6 +202,7 @@ def leader_state(urls: list[str], creds: Credentials, timeout: float) -> LeaderV
     leader: tuple[str, JSON] | None = None
     standbys: dict[str, str | None] = {}
     failures: dict[str, str] = {}
+    answers: dict[str, JSON] = {}
     for url in urls:
         try:
             state = request(url, "GET", "/state", creds, timeout)
@@ -189,12 +211,15 @@ def leader_state(urls: list[str], creds: Credentials, timeout: float) -> LeaderV
                 raise
             failures[url] = exc.message
             continue
-        if state.get("role") == "standby":
+        answers[url] = state
+        if state.get("role") == "standby" and not _leads_a_node(state):
             standbys[url] = state.get("leader")
         elif leader is None:
             leader = (url, state)
     if leader is not None:
-        return LeaderView(leader[0], leader[1], standbys, failures)
+        nodes = merged_nodes(list(answers.values()))
+        state = leader[1] if nodes is None else {**nodes[0], "nodes": nodes}
+        return LeaderView(leader[0], state, standbys, failures)
     if standbys:
         named = sorted({str(name) for name in standbys.values() if name})
         who = (

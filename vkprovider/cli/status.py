@@ -6,7 +6,8 @@ Reads ``GET /state`` from the admin API (``--admin URL``, repeatable for each re
 :mod:`vkprovider.cli.admin_client`). Only the leader's answer is shown: a standby says it is one
 and who leads. Nothing here talks to a provider or the Kubernetes API, so it works during an
 outage: providers with health, breaker and catalog age; pods per provider; spend per provider and
-namespace (money per hour, after discounts); blocklist entries with their expiry; the queue.
+namespace (money per hour, after discounts); blocklist entries with their expiry; the queue. With
+several virtual nodes, each node's tables in turn, from the replica that leads it.
 
 Exit codes: 0 shown, 1 the admin API did not answer or refused, 2 bad config or token file,
 3 only standby replicas answered (the message names the leader).
@@ -65,6 +66,17 @@ def _age(seconds: float | None) -> str:
 
 
 def render(state: JSON, console: Console) -> None:
+    """One node's tables; with several virtual nodes, each node's in turn."""
+    for node in state.get("nodes") or [state]:
+        if node.get("role") == "standby":  # no replica that answered leads it
+            console.print(
+                f"node [bold]{node.get('node')}[/] (standby: the leader is {node.get('leader') or 'not known yet'})"
+            )
+        else:
+            render_node(node, console)
+
+
+def render_node(state: JSON, console: Console) -> None:
     breaker = "[bold red]OPEN[/] (no new placements)" if state.get("breaker_open") else "closed"
     queue = state.get("queue") or {}
     console.print(

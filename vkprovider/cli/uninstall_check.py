@@ -96,15 +96,21 @@ def ask_service(args: argparse.Namespace, findings: Findings) -> None:
     except AdminApiError as exc:
         findings.unknown.append(f"service: {exc.message} (--providers-only once it is uninstalled)")
         return
-    state = view.state
-    pods, deployments = int(state.get("pods") or 0), int(state.get("deployments") or 0)
-    if pods or deployments:
-        findings.running.append(
-            f"service (leader at {view.url}): {pods} pods bound to node {state.get('node')}, "
-            f"{deployments} deployments tracked"
-        )
-    else:
-        findings.clean.append(f"service (leader at {view.url}): 0 pods, 0 deployments")
+    for state in view.state.get("nodes") or [view.state]:  # each virtual node (``nodes:``)
+        node = state.get("node")
+        if state.get("role") == "standby":  # no replica that answered leads it: its counts are unknown
+            findings.unknown.append(
+                f"service: node {node}: only standbys answered (leader {state.get('leader')})"
+            )
+            continue
+        pods, deployments = int(state.get("pods") or 0), int(state.get("deployments") or 0)
+        if pods or deployments:
+            findings.running.append(
+                f"service (leader at {view.url}): {pods} pods bound to node {node}, "
+                f"{deployments} deployments tracked"
+            )
+        else:
+            findings.clean.append(f"service (leader at {view.url}): 0 pods, 0 deployments")
 
 
 async def check(args: argparse.Namespace) -> Findings:

@@ -121,6 +121,12 @@ def meaning(key: Key) -> str:
         key.field.description
         or MEANINGS.get(key.path)
         or MEANINGS.get(f"{key.model.__name__}.{key.name}")
+        # a ``nodes:`` item is a ``node:`` section: one meaning for both
+        or (
+            MEANINGS.get("node." + key.path.removeprefix("nodes[]."))
+            if key.path.startswith("nodes[].")
+            else ""
+        )
         or _section_doc(key)
     )
     return " ".join(text.split())

@@ -7,6 +7,8 @@ caches *in the current term*, and for a standby replica, which says it is one (a
 breaker, catalog age, pods and spend; spend per provider and namespace; blocklist entries with
 their expiry; the queue. On a standby replica ``/state`` is only ``{"node", "role": "standby",
 "leader"}``: it holds no term, so it has no counts to give (zeros there once misled an uninstall).
+With several virtual nodes (``nodes:``) the top level is the first node's, and ``nodes`` lists
+each node's view in that same shape (a replica may lead some nodes and stand by for others).
 
 ``/healthz``, ``/readyz`` and ``/metrics`` are open (probes, Prometheus). ``/state``,
 ``/placement`` and ``/explain`` (which can call providers) need an authenticated, authorized
@@ -18,6 +20,7 @@ plain HTTP would carry in clear text. No OpenAPI schema or docs are served.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Response
@@ -47,7 +50,11 @@ def create_admin_app(
     gate: _GateView | None = None,
     *,
     auth: Authenticator | None = None,
+    others: Sequence[tuple[Placer, PodController, _NodeView | None, _GateView | None]] = (),
 ) -> FastAPI:
+    """The admin API of the first node (``placer``, ``controller``, ``node``); ``others`` are the
+    process's further virtual nodes (``nodes:``): ``/state`` then lists every node under
+    ``nodes`` and ``/readyz`` is ready only when every node is."""
     app = FastAPI(title="vkprovider admin", docs_url=None, redoc_url=None, openapi_url=None)
     if auth is not None:
         app.add_middleware(AuthMiddleware, auth=auth, attributes=admin_attributes, protects=admin_protects)
@@ -60,6 +67,11 @@ def create_admin_app(
     @app.get("/readyz")
     async def readyz(response: Response) -> dict[str, Any]:
         ready, detail = controller.readiness()
+        if others:
+            every = [(controller.node_name, (ready, detail))]
+            every += [(c.node_name, c.readiness()) for _, c, _, _ in others]
+            ready = all(r for _, (r, _) in every)
+            detail = {**detail, "ready": ready, "nodes": {name: d for name, (_, d) in every}}
         response.status_code = 200 if ready else 503
         return detail
 
@@ -71,24 +83,35 @@ def create_admin_app(
 
     @app.get("/state")
     async def state() -> dict[str, Any]:
-        ready, detail = controller.readiness()
-        if detail.get("role") == "standby":
-            # A standby holds no term: its counts would be zeros while the leader's deployments
-            # run and bill. Say what it is and who leads instead (``vkprovider status`` follows).
-            return {"node": controller.node_name, "role": "standby", "leader": detail.get("leader")}
-        return {
-            "node": controller.node_name,
-            "role": detail.get("role"),
-            "synced": ready,
-            "backend_up": node.backend_up if node is not None else None,
-            "pods": len(controller.informer.cache),
-            "queue": {"waiting": len(controller.queue), "busy": controller.queue.busy},
-            "deployments": len(controller.tracker.deployments),
-            "orphans_deleted": controller.orphans_deleted,
-            "api_calls": controller.kube.calls,
-            "placement": placer.summary(),
-            **operator_state(placer, controller),
-            "gate": gate.snapshot() if gate is not None else None,  # docs/gate.md
-        }
+        first = node_state(placer, controller, node, gate)
+        if not others:
+            return first
+        rest = [node_state(p, c, n, g) for p, c, n, g in others]
+        return {**first, "nodes": [first, *rest]}
 
     return app
+
+
+def node_state(
+    placer: Placer, controller: PodController, node: _NodeView | None, gate: _GateView | None
+) -> dict[str, Any]:
+    """One node's operator view (the whole ``/state`` of a one-node process)."""
+    ready, detail = controller.readiness()
+    if detail.get("role") == "standby":
+        # A standby holds no term: its counts would be zeros while the leader's deployments
+        # run and bill. Say what it is and who leads instead (``vkprovider status`` follows).
+        return {"node": controller.node_name, "role": "standby", "leader": detail.get("leader")}
+    return {
+        "node": controller.node_name,
+        "role": detail.get("role"),
+        "synced": ready,
+        "backend_up": node.backend_up if node is not None else None,
+        "pods": len(controller.informer.cache),
+        "queue": {"waiting": len(controller.queue), "busy": controller.queue.busy},
+        "deployments": len(controller.tracker.deployments),
+        "orphans_deleted": controller.orphans_deleted,
+        "api_calls": controller.kube.calls,
+        "placement": placer.summary(),
+        **operator_state(placer, controller),
+        "gate": gate.snapshot() if gate is not None else None,  # docs/gate.md
+    }

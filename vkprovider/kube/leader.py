@@ -15,6 +15,10 @@ Two replicas of the service share one Lease; only the holder acts. The rules are
   too) is one failed attempt, logged and retried; only ``lead()``'s own failure or cancellation
   ends ``run()``, and the service runs it supervised (``vkprovider.tasks``).
 
+Several electors in one process (one per virtual node, ``nodes:``) may share a ``campaign_slot``:
+each attempt to take the Lease runs inside it, so a replica can count what it already leads
+and hold back (``vkprovider.served_node.LeadShare``); renewals never wait for it.
+
 After losing leadership the elector becomes a candidate again and calls ``lead()`` anew when it
 wins, so ``lead`` must be safe to start more than once.
 """
@@ -28,6 +32,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,6 +63,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         *,
         release_on_cancel: bool = True,
+        campaign_slot: Callable[[], AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
@@ -69,6 +75,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.release_on_cancel = release_on_cancel
+        self._slot = campaign_slot or contextlib.nullcontext
         self._lease: JSON | None = None
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # monotonic time the record last changed
@@ -101,8 +108,9 @@ class LeaderElector:
     async def _acquire(self) -> None:
         while True:
             try:
-                if await self._try_acquire_or_renew():
-                    self._leading = True
+                async with self._slot():  # leading is set inside: the slot's owner counts it
+                    self._leading = await self._try_acquire_or_renew()
+                if self._leading:
                     log.info("became leader", extra={"lease": self.name, "identity": self.identity})
                     return
             except Exception as exc:  # any failure (an odd answer, a bug) is one failed try

@@ -63,7 +63,10 @@ class Placer:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        limiters: RateLimiters | None = None,
     ) -> None:
+        """``limiters``: client-side rate limits shared with other placers (the virtual nodes of
+        one process, ``vkprovider.served_node``), so together they keep a provider's limit."""
         self.config = cfg = config or PlacementConfig()
         self.providers = dict(providers)
         self._clock = clock
@@ -77,7 +80,7 @@ class Placer:
             clock=clock,
         )
         self.blocklist = Blocklist(cfg.blocklist_ttl_seconds, clock=clock)
-        self.limiters = RateLimiters(
+        self.limiters = limiters or RateLimiters(
             cfg.rate_limit,
             {n: c.rate_limit for n, c in cfg.providers.items()},
             default_is_explicit="rate_limit" in cfg.model_fields_set,

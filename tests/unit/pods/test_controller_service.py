@@ -13,7 +13,7 @@ from vkprovider.kube.client import KubeClient
 from vkprovider.kube.errors import KubeUnavailable
 from vkprovider.placement import Placer
 from vkprovider.pods.controller import PodController
-from vkprovider.service import Service
+from vkprovider.served_node import ServedNode
 
 
 class FlakyNode:
@@ -41,10 +41,10 @@ class IdleController:
 
 
 async def test_a_failed_registration_is_retried_and_the_term_goes_on() -> None:
-    service = Service(Settings())
+    settings = Settings()
     node, controller = FlakyNode(), IdleController()
-    service.node, service.controller = node, controller  # type: ignore[assignment]
-    term = asyncio.create_task(service._act())
+    unit = ServedNode(settings, settings.node, None, None, {}, Placer({}), node, controller)  # type: ignore[arg-type]
+    term = asyncio.create_task(unit.act())
     try:
         async with asyncio.timeout(30):
             await controller.started.wait()
