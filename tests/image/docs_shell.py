@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-_FENCE = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 _ASSIGN = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$", re.S)
 _HEREDOC = re.compile(r"<<-?'?(\w+)'?")
 
@@ -33,14 +33,15 @@ class Substitution:
     why: str
 
 
-def block(doc: str, heading: str, nth: int = 0) -> str:
-    """The ``nth`` ``sh`` block after the first line that starts with ``heading`` in
+def block(doc: str, heading: str, nth: int = 0, lang: str = "sh") -> str:
+    """The ``nth`` ``lang`` block after the first line that starts with ``heading`` in
     docs/``doc`` (within that section: before the next ``## `` heading)."""
     text = (DOCS / doc).read_text()
     at = text.index(f"\n{heading}") + 1
     end = text.find("\n## ", at)
-    blocks = _FENCE.findall(text[at : end if end > 0 else len(text)])
-    assert len(blocks) > nth, f"docs/{doc}: no ```sh block #{nth} after {heading!r}"
+    section = text[at : end if end > 0 else len(text)]
+    blocks = [body for fence, body in _FENCE.findall(section) if fence == lang]
+    assert len(blocks) > nth, f"docs/{doc}: no ```{lang} block #{nth} after {heading!r}"
     return str(blocks[nth])
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 
 from tests.image.docs_shell import DocShell, Substitution, block, commands, substitute
@@ -160,6 +161,11 @@ def deploy_requests(cluster: Cluster) -> dict[str, int]:
     return counts
 
 
+def request_count(cluster: Cluster, cloud: str) -> int:
+    """Every API request the cloud answered (whatever the key)."""
+    return sum(int(n) for n in fakecloud_admin(cluster, cloud, "stats")["requests"].values())
+
+
 def billing(cluster: Cluster) -> list[JSON]:
     """The fakeclouds' ledger entries still billing (``ended_at`` null)."""
     return [
@@ -253,37 +259,141 @@ async def logs_and_top(cluster: Cluster, shell: DocShell) -> None:
     await eventually(top, timeout=240, interval=5)
 
 
-async def test_4_key_rotation_then_upgrade_redeploy_nothing(
-    cluster: Cluster, node: RealNode, shell: DocShell
-) -> None:
-    before = await asyncio.to_thread(deploy_requests, cluster)
-    bills = {e["deployment_id"] for e in await asyncio.to_thread(billing, cluster)}
-    pod = await asyncio.to_thread(burst_pod, cluster)
-    assert pod is not None and bills
+@pytest.fixture(scope="module")
+def truth() -> JSON:
+    """What the fakeclouds saw before the restarts (filled by the first restart's test)."""
+    return {}
 
-    # Rotating a provider key, the variables way: the Secret, then new pods (a rollout restart)
+
+def same_as_before(cluster: Cluster, truth: JSON) -> None:
+    """Nothing redeployed: the clouds got no new ``POST /v1/deployments``, the same deployment
+    bills, and the burst pod is the same pod, Running on the node (adopted by each new term)."""
+    pod = burst_pod(cluster)
+    assert pod is not None and pod["metadata"]["uid"] == truth["pod"]
+    assert deploy_requests(cluster) == truth["deploys"]
+    assert {e["deployment_id"] for e in billing(cluster)} == truth["bills"]
+
+
+async def test_4_key_rotation_variables_restart_redeploys_nothing(
+    cluster: Cluster, shell: DocShell, truth: JSON
+) -> None:
+    """The shipped overlays' way: the Secret, then new pods (``rollout restart``)."""
+    pod = await asyncio.to_thread(burst_pod, cluster)
+    assert pod is not None
+    truth["pod"] = pod["metadata"]["uid"]
+    truth["deploys"] = await asyncio.to_thread(deploy_requests, cluster)
+    truth["bills"] = {e["deployment_id"] for e in await asyncio.to_thread(billing, cluster)}
+    assert truth["bills"] and sum(truth["deploys"].values()) >= 1
     await asyncio.to_thread(run_block, shell, block("deploy.md", "## Rotating a provider key"))
-    # Upgrade: a new tag (step 1's push stands in for a tag in the node's containerd)
+    await asyncio.to_thread(same_as_before, cluster, truth)
+
+
+KEY_FILE = "/etc/vkprovider-keys/FAKECLOUD_API_KEY"
+
+
+def secret_command(key: str) -> str:
+    """Rotation step 2, for the demo's fakecloud key instead of RunPod's."""
+    text = substitute(
+        block("deploy.md", "## Rotating a provider key"),
+        [Substitution("RUNPOD_API_KEY=rpa_new...", f"FAKECLOUD_API_KEY={key}", "the demo's key")],
+    )
+    return commands(text)[0]
+
+
+def console(cluster: Cluster, cloud: str, *keys: str) -> None:
+    """The provider's console: the keys it accepts (fakecloud's ``PUT /admin/api-keys``)."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/services/{cloud}:8080/proxy/admin/api-keys"
+    kubectl_stdin(cluster, json.dumps({"keys": list(keys)}), "replace", "--raw", path, "-f", "-")
+
+
+def leader_json(shell: DocShell) -> JSON:
+    """``kubectl -n vkprovider-system exec "$LEADER" -- vkprovider status`` (the check the
+    rotation section names), with ``--json`` to read it."""
+    shell.run(commands(block("deploy.md", "## Upgrade"))[-2])  # LEADER=$(...)
+    out = shell.run(commands(block("deploy.md", "## Upgrade"))[-1] + " --json").stdout
+    state: JSON = json.loads(out)
+    return state
+
+
+def quota_errors(cluster: Cluster, leader: str, provider: str) -> float:
+    """``vkprovider_provider_call_errors_total{error="QuotaOrBilling"}`` of one provider, from
+    the leader's ``/metrics`` (through the apiserver's pod proxy)."""
+    text = kubectl(
+        cluster, "get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}:10255/proxy/metrics"
+    )
+    total = 0.0
+    for line in text.splitlines():
+        series = line.startswith("vkprovider_provider_call_errors_total{")
+        if series and 'error="QuotaOrBilling"' in line and f'provider="{provider}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_5_key_rotation_files_without_a_restart(cluster: Cluster, shell: DocShell, truth: JSON) -> None:
+    """The files way: the Secret mounted, ``api_key_file``, and the cloud's old key revoked once
+    the kubelet projected the new one: no restart, no ``QuotaOrBilling``."""
+    cloud = "fakecloud-cheap"
+    await asyncio.to_thread(shell.run, secret_command("old-key"))
+    mine = shell.cwd / "deploy" / "overlays" / "mine"
+    config = (shell.cwd / "deploy" / "overlays" / "demo" / "config.yaml").read_text()
+    url = f"url: http://{cloud}.vkprovider-system.svc:8080"
+    assert url in config
+    (mine / "config.yaml").write_text(config.replace(url, f"{url}\n      api_key_file: {KEY_FILE}"))
+    kustomization = yaml.safe_load((mine / "kustomization.yaml").read_text())
+    for key, value in yaml.safe_load(block("deploy.md", "**Files (no restart).**", lang="yaml")).items():
+        kustomization[key] = [*kustomization.get(key, []), *value] if isinstance(value, list) else value
+    (mine / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    # a config change rolls the Deployment like an upgrade (docs/deploy.md, Upgrade: steps 2-4)
+    await asyncio.to_thread(run_block, shell, block("deploy.md", "## Upgrade"))
+    await asyncio.to_thread(console, cluster, cloud, "old-key")  # from now on the cloud needs it
+
+    # 1. the new key at the cloud, the old one still valid; 2. the Secret
+    await asyncio.to_thread(console, cluster, cloud, "old-key", "new-key")
+    await asyncio.to_thread(shell.run, secret_command("new-key"))
+    leader = shell.variables["LEADER"]
+
+    async def projected() -> bool:  # the kubelet's sync period plus its Secret cache
+        done = await asyncio.to_thread(
+            shell.run,
+            f"kubectl -n {NAMESPACE} exec {leader} -- python -c \"print(open('{KEY_FILE}').read())\"",
+            expect=None,
+        )
+        return done.stdout.strip() == "new-key"
+
+    await eventually(projected, timeout=240, interval=5)
+    await asyncio.to_thread(console, cluster, cloud, "new-key")  # 4. revoke the old key
+    calls = await asyncio.to_thread(request_count, cluster, cloud)
+
+    async def called_again() -> bool:
+        return await asyncio.to_thread(request_count, cluster, cloud) > calls + 3
+
+    await eventually(called_again, timeout=120, interval=3)
+    state = await asyncio.to_thread(leader_json, shell)
+    health = state["providers"][cloud]
+    assert health.get("reachable", True) and not health.get("disabled"), health
+    assert await asyncio.to_thread(quota_errors, cluster, leader, cloud) == 0
+    assert shell.variables["LEADER"] == leader  # no restart: the same leader throughout
+    await asyncio.to_thread(same_as_before, cluster, truth)
+
+
+async def test_6_upgrade_to_a_new_tag_redeploys_nothing(
+    cluster: Cluster, node: RealNode, shell: DocShell, truth: JSON
+) -> None:
+    # step 1's push: a new tag in the node's containerd; the overlay's newTag, as step 1 says
     await asyncio.to_thread(node.tag_image, "localhost/vkprovider:0.1.0", "localhost/vkprovider:0.2.0")
     mine = shell.cwd / "deploy" / "overlays" / "mine" / "kustomization.yaml"
-    mine.write_text(mine.read_text().replace("newTag: 0.1.0", "newTag: 0.2.0"))
+    text = mine.read_text()
+    assert "newTag: 0.1.0" in text
+    mine.write_text(text.replace("newTag: 0.1.0", "newTag: 0.2.0"))
     await asyncio.to_thread(run_block, shell, block("deploy.md", "## Upgrade"))
     assert "(leader)" in shell.ran[-1].stdout, shell.ran[-1].stdout
-    service = pods(cluster, VIRTUAL_NODE_PODS)
-    assert {
-        p["spec"]["containers"][0]["image"] for p in service if not p["metadata"].get("deletionTimestamp")
-    } == {"localhost/vkprovider:0.2.0"}
-
-    # the new leader adopted the burst pod: the clouds saw no new deployment, the same one bills
-    after_pod = await asyncio.to_thread(burst_pod, cluster)
-    assert after_pod is not None and after_pod["metadata"]["uid"] == pod["metadata"]["uid"]
-    assert await asyncio.to_thread(deploy_requests, cluster) == before
-    after = {e["deployment_id"] for e in await asyncio.to_thread(billing, cluster)}
-    assert after == bills
-    await logs_and_top(cluster, shell)  # the new pods' certificates approved as documented
+    live = [p for p in pods(cluster, VIRTUAL_NODE_PODS) if not p["metadata"].get("deletionTimestamp")]
+    assert {p["spec"]["containers"][0]["image"] for p in live} == {"localhost/vkprovider:0.2.0"}
+    await asyncio.to_thread(same_as_before, cluster, truth)
+    await logs_and_top(cluster, shell)  # the new pods' certificates, approved as step 3 says
 
 
-async def test_5_uninstall_refused_while_billing_then_clean(cluster: Cluster, shell: DocShell) -> None:
+async def test_7_uninstall_refused_while_billing_then_clean(cluster: Cluster, shell: DocShell) -> None:
     drain, check = block("deploy.md", "## Uninstall", 0), commands(block("deploy.md", "## Uninstall", 1))
     leader, uninstall_check = check[1], check[2]
     assert leader.startswith("LEADER=") and "uninstall-check" in uninstall_check
