@@ -65,6 +65,17 @@ SKIPPED = {
 }
 
 
+def pin_fakeclouds() -> str:
+    """The patches docs/deploy.md's Upgrade adds for the demo overlay (its fakeclouds pinned to
+    the image they run: they keep their deployments in memory), for the heredoc of Install."""
+    text = block("deploy.md", "## Upgrade", lang="yaml")
+    items = text.split("\npatches:\n", 1)[1]
+    return substitute(items, [Substitution("registry.example.com/vkprovider:0.1.0", IMAGE, "your image")])
+
+
+IMAGE = "localhost/vkprovider:0.1.0"
+
+
 def install_substitutions(host_ip: str) -> list[Substitution]:
     return [
         Substitution("  - ../runpod", "  - ../demo", "the demo overlay: its fakeclouds instead of a key"),
@@ -72,7 +83,10 @@ def install_substitutions(host_ip: str) -> list[Substitution]:
             "newName: registry.example.com/vkprovider", "newName: localhost/vkprovider", "your image"
         ),
         Substitution(
-            "value: 10.0.0.10/32", f"value: {host_ip}/32", "your apiserver's address (the node's veth)"
+            "        value: 10.0.0.10/32\nEOF",
+            f"        value: {host_ip}/32\n{pin_fakeclouds()}EOF",
+            "your apiserver's address (the node's veth); and the demo's fakeclouds pinned to their"
+            " own tag, so an upgrade of the service does not restart them (docs/deploy.md, Upgrade)",
         ),
     ]
 
