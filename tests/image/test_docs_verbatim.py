@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from cryptography import x509
@@ -315,9 +316,14 @@ def secret_command(key: str) -> str:
 
 
 def console(cluster: Cluster, cloud: str, *keys: str) -> None:
-    """The provider's console: the keys it accepts (fakecloud's ``PUT /admin/api-keys``)."""
-    path = f"/api/v1/namespaces/{NAMESPACE}/services/{cloud}:8080/proxy/admin/api-keys"
-    kubectl_stdin(cluster, json.dumps({"keys": list(keys)}), "replace", "--raw", path, "-f", "-")
+    """The provider's console: the keys it accepts (fakecloud's ``PUT /admin/api-keys``, at its
+    pod IP: the host routes the node's pod network; ``kubectl replace --raw`` sends no JSON
+    content type, which FastAPI refuses)."""
+    (pod,) = pods(cluster, f"app.kubernetes.io/component={cloud}")
+    url = f"http://{pod['status']['podIP']}:8080/admin/api-keys"
+    with httpx.Client(trust_env=False, timeout=30) as client:  # no egress proxy for a pod IP
+        answer = client.put(url, json={"keys": list(keys)})
+    assert answer.status_code == 200 and answer.json() == {"keys": len(keys)}, answer.text
 
 
 def leader_json(shell: DocShell) -> JSON:

@@ -152,19 +152,15 @@ async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
     the leader's kubelet API at its pod IP (on the real node's bridge) and on to the fakecloud;
     ``kubectl top`` of it comes from metrics-server scraping the same kubelet API.
 
-    Step 7 runs with ``--kubeconfig``: as written (``vkprovider approve-csr`` alone) it uses the
-    in-cluster configuration only, which a workstation does not have."""
+    Step 7 runs as written (``vkprovider approve-csr`` alone): the CLI finds the cluster through
+    ``$KUBECONFIG`` as kubectl does."""
     members = {p["metadata"]["name"] for p in pods(cluster, VIRTUAL_NODE_PODS)}
 
     async def approved() -> bool:
         await asyncio.to_thread(
             subprocess.run,
-            [
-                str(REPO / ".venv" / "bin" / "vkprovider"),
-                "approve-csr",
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-            ],
+            [str(REPO / ".venv" / "bin" / "vkprovider"), "approve-csr"],
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
             capture_output=True,
             timeout=120,
             check=False,
