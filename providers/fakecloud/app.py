@@ -98,6 +98,14 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
     app = FastAPI(title=f"fakecloud ({config.provider})", version="1")
     app.state.store = store or Store(config)
     app.include_router(api_router, prefix=API_PREFIX)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """The process serves (for a readiness probe): no key and no chaos, unlike ``/v1/health``,
+        so a key the cloud requires, or a simulated outage, does not take the pod out of its
+        Service (the clients would then see a connection error, not the cloud's answer)."""
+        return {"status": "ok"}
+
     app.include_router(admin_router, prefix="/admin")
     app.include_router(usage_router, prefix=API_PREFIX)
     app.include_router(load_router, prefix="/admin")

@@ -77,3 +77,10 @@ async def test_the_console_refuses_a_malformed_body() -> None:
     async with running_fakecloud(config()) as server, httpx.AsyncClient() as admin:
         answer = await admin.put(f"{server.url}/admin/api-keys", json={"key": "x"})
         assert answer.status_code == 422 and "keys" in answer.text
+
+
+async def test_healthz_needs_no_key_and_survives_an_outage() -> None:
+    async with running_fakecloud(config(api_key="k")) as server, httpx.AsyncClient() as client:
+        assert (await client.get(f"{server.url}/v1/health")).status_code == 401
+        await client.post(f"{server.url}/admin/outage", json={"seconds": 60})
+        assert (await client.get(f"{server.url}/healthz")).json() == {"status": "ok"}
