@@ -14,15 +14,18 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 from urllib.parse import urlencode
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from vkprovider.plugins.api import (
     LABEL_NODE_NAME,
+    ApiKeySource,
+    BearerAuth,
     Capabilities,
     DeploymentEndpoints,
     DeploymentRequest,
@@ -50,20 +53,46 @@ class FakeCloudProvider:
 
         url: str = Field(description="base URL of the fakecloud server, e.g. http://127.0.0.1:8081")
         timeout_seconds: float = Field(default=5.0, gt=0)
-        api_key: str | None = Field(default=None, repr=False)
+        api_key: SecretStr | None = Field(default=None, description="inline key; none: no key sent")
+        api_key_env: str | None = Field(default=None, description="environment variable holding the key")
+        api_key_file: Path | None = Field(
+            default=None, description="file holding the key (a mounted Secret: re-read when it changes)"
+        )
+        api_key_secret: str | None = Field(
+            default=None, description="where the variable or file comes from, named in errors"
+        )
+
+        @model_validator(mode="after")
+        def _at_most_one_key_source(self) -> Self:
+            given = [self.api_key is not None, bool(self.api_key_env), self.api_key_file is not None]
+            if sum(given) > 1:
+                raise ValueError("set at most one of api_key, api_key_env or api_key_file")
+            return self
 
     def __init__(
         self, name: str, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self._name = name
         self._settings = settings
-        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        # The key, when one is configured, goes through the service's shared source (re-read when
+        # the variable or file changes, and once more on a 401/403: rotation without a restart).
+        keyed = settings.api_key is not None or settings.api_key_env or settings.api_key_file is not None
         self._base = settings.url.rstrip("/") + API_PREFIX
         self._client = httpx.AsyncClient(
             base_url=self._base,
             timeout=settings.timeout_seconds,
-            headers=headers,
+            auth=BearerAuth(self._key_source(name, settings)) if keyed else None,
             transport=transport if transport is not None else AiohttpTransport(),
+        )
+
+    @staticmethod
+    def _key_source(name: str, settings: Settings) -> ApiKeySource:
+        return ApiKeySource(
+            name,
+            api_key=settings.api_key,
+            api_key_env=settings.api_key_env,
+            api_key_file=settings.api_key_file,
+            api_key_secret=settings.api_key_secret,
         )
 
     @property

@@ -49,6 +49,10 @@ class OutageBody(_Body):
     mode: Literal["error", "hang"] = "error"
 
 
+class ApiKeysBody(_Body):
+    keys: list[str] = Field(description="the keys accepted from now on; empty: no key needed")
+
+
 class LogBody(_Body):
     lines: list[str]
     container: str = ""
@@ -230,6 +234,15 @@ async def stats(request: Request) -> dict[str, Any]:
         "deployments": len(store.deployments),
         "glitches": dict(store.glitches),
     }
+
+
+@admin_router.put("/api-keys")
+async def set_api_keys(request: Request, body: ApiKeysBody) -> dict[str, int]:
+    """Replace the accepted API keys, as a cloud's console does: add the new key while the old
+    one still works, then revoke the old one (a rotation). Answers how many are accepted."""
+    store = _store(request)
+    store.api_keys = {key for key in body.keys if key}
+    return {"keys": len(store.api_keys)}
 
 
 @admin_router.post("/outage")

@@ -29,6 +29,11 @@ def error_response(
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
+def _authorized(store: Store, request: Request) -> bool:
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return scheme == "Bearer" and key in store.api_keys
+
+
 def _applies(knobs: Knobs, request: Request) -> bool:
     path_ok = not knobs.paths or any(request.url.path.startswith(p) for p in knobs.paths)
     method_ok = not knobs.methods or request.method.upper() in (m.upper() for m in knobs.methods)
@@ -93,6 +98,14 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
     app = FastAPI(title=f"fakecloud ({config.provider})", version="1")
     app.state.store = store or Store(config)
     app.include_router(api_router, prefix=API_PREFIX)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """The process serves (for a readiness probe): no key and no chaos, unlike ``/v1/health``,
+        so a key the cloud requires, or a simulated outage, does not take the pod out of its
+        Service (the clients would then see a connection error, not the cloud's answer)."""
+        return {"status": "ok"}
+
     app.include_router(admin_router, prefix="/admin")
     app.include_router(usage_router, prefix=API_PREFIX)
     app.include_router(load_router, prefix="/admin")
@@ -105,11 +118,7 @@ def create_app(config: FakeCloudConfig, *, store: Store | None = None) -> FastAP
         if not request.url.path.startswith(API_PREFIX + "/"):
             return await call_next(request)
         response = await _chaos(store, request)
-        if (
-            response is None
-            and config.api_key
-            and request.headers.get("authorization") != f"Bearer {config.api_key}"
-        ):
+        if response is None and store.api_keys and not _authorized(store, request):
             response = error_response(401, "Unauthorized", "missing or wrong API key")
         if response is None:
             response = await call_next(request)

@@ -108,6 +108,10 @@ class Store:
         self.lost: dict[str, dict[str, str]] = {}
         #: "METHOD /route" → count of API requests served, for tests and the admin stats endpoint.
         self.requests: dict[str, int] = {}
+        #: The API keys accepted (``Authorization: Bearer``); empty: no key needed. The config's
+        #: ``api_key`` at start, then what ``PUT /admin/api-keys`` sets (the provider's console:
+        #: add a new key, revoke the old one, as a key rotation does).
+        self.api_keys: set[str] = {config.api_key} if config.api_key else set()
         self.rules = Rules()
         #: pod UID → (deployment, monotonic time it is gone): deletes in flight (glitches.py)
         self.deleting: dict[str, tuple[Deployment, float]] = {}

@@ -25,71 +25,35 @@ import json
 import os
 import subprocess
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.image.real_node_support import (
+    FAKECLOUDS,
+    JSON,
+    NAMESPACE,
+    NODE,
+    REPO,
+    SERVED,
+    VIRTUAL_NODE_PODS,
+    kubectl,
+    kubectl_result,
+    kubectl_stdin,
+    leader_of,
+    pods,
+    ready,
+)
 from tests.support import eventually
 from tests.unit.deploy import rendering
-from vkprovider.devcluster import Cluster, metrics_server
-from vkprovider.devcluster import image as image_build
-from vkprovider.devcluster.containers import Unavailable
-from vkprovider.devcluster.kubelet_node import NodeUnavailable, RealNode, unavailable
-from vkprovider.devcluster.process import StartupError
+from vkprovider.devcluster import Cluster
+from vkprovider.devcluster.kubelet_node import RealNode
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.image,
     pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`"),
 ]
-
-REPO = Path(__file__).resolve().parents[2]
-NAMESPACE = "vkprovider-system"
-NODE = "vk-external"
-SERVED = "default"  # the demo overlay's served namespace (served-namespaces.yaml)
-VIRTUAL_NODE_PODS = "app.kubernetes.io/component=virtual-node"
-FAKECLOUDS = "app.kubernetes.io/component in (fakecloud-cheap,fakecloud-premium)"
-JSON = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    reason = unavailable()
-    if reason:
-        pytest.skip(reason)
-    try:
-        return image_build.ensure()
-    except Unavailable as exc:
-        pytest.skip(f"containers cannot run here: {exc}")
-    except StartupError as exc:
-        pytest.fail(f"the image does not build: {exc}")
-
-
-@pytest.fixture(scope="module")
-async def cluster(image: str) -> AsyncIterator[Cluster]:
-    started = await Cluster.start(f"realnode-{os.getpid()}", gpu_nodes=0)
-    try:
-        if started.kubelet_net is None:
-            pytest.skip("no network namespaces here (ip netns): no real kubelet node")
-        await metrics_server.start(started)  # kubectl top (docs/kubelet-api.md)
-        yield started
-    finally:
-        await started.stop(remove=True)
-
-
-@pytest.fixture(scope="module")
-async def node(cluster: Cluster, image: str) -> AsyncIterator[RealNode]:
-    try:
-        started = await RealNode.start(cluster)
-    except NodeUnavailable as exc:
-        pytest.skip(f"no real kubelet node here: {exc}")
-    try:
-        await asyncio.to_thread(started.import_image, image)
-        yield started
-    finally:
-        await started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -122,48 +86,6 @@ def mine(image: str, node: RealNode, tmp_path_factory: pytest.TempPathFactory) -
         )
     )
     return overlay
-
-
-def kubectl_result(
-    cluster: Cluster, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    binary = rendering.kubectl()
-    assert binary is not None
-    return subprocess.run(
-        [binary, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
-
-
-def kubectl_stdin(cluster: Cluster, stdin: str, *args: str) -> str:
-    done = kubectl_result(cluster, *args, stdin=stdin)
-    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def kubectl(cluster: Cluster, *args: str) -> str:
-    done = kubectl_result(cluster, *args)
-    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def pods(cluster: Cluster, selector: str) -> list[JSON]:
-    items: list[JSON] = json.loads(
-        kubectl(cluster, "-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
-    )["items"]
-    return items
-
-
-def ready(obj: JSON) -> bool:
-    return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", [])
-    )
 
 
 @pytest.fixture(scope="module")
@@ -222,12 +144,6 @@ async def test_the_demo_overlay_runs_as_pods_of_a_real_kubelet(
     assert NODE in logs
 
 
-def leader_of(cluster: Cluster) -> str:
-    """Install step 8's ``LEADER=$(kubectl ... get lease ... -o jsonpath=...)``."""
-    jsonpath = "jsonpath={.spec.holderIdentity}"
-    return kubectl(cluster, "-n", NAMESPACE, "get", "lease", "vkprovider-vk-external", "-o", jsonpath).strip()
-
-
 async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
     cluster: Cluster, node: RealNode, installed: Path
 ) -> None:
@@ -236,19 +152,15 @@ async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
     the leader's kubelet API at its pod IP (on the real node's bridge) and on to the fakecloud;
     ``kubectl top`` of it comes from metrics-server scraping the same kubelet API.
 
-    Step 7 runs with ``--kubeconfig``: as written (``vkprovider approve-csr`` alone) it uses the
-    in-cluster configuration only, which a workstation does not have."""
+    Step 7 runs as written (``vkprovider approve-csr`` alone): the CLI finds the cluster through
+    ``$KUBECONFIG`` as kubectl does."""
     members = {p["metadata"]["name"] for p in pods(cluster, VIRTUAL_NODE_PODS)}
 
     async def approved() -> bool:
         await asyncio.to_thread(
             subprocess.run,
-            [
-                str(REPO / ".venv" / "bin" / "vkprovider"),
-                "approve-csr",
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-            ],
+            [str(REPO / ".venv" / "bin" / "vkprovider"), "approve-csr"],
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
             capture_output=True,
             timeout=120,
             check=False,

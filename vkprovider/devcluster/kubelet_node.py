@@ -589,6 +589,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         finally:
             archive.unlink(missing_ok=True)
 
+    def tag_image(self, source: str, target: str) -> None:
+        """Give an imported image a second name in the node's containerd: what a push of a new
+        tag is to a registry (docs/deploy.md's Upgrade, without a registry)."""
+        _run(self._ctr("images", "tag", "--force", source, target), f"tag {source} as {target}")
+
     def images(self) -> list[str]:
         return _run(self._ctr("images", "list", "--quiet"), "list images").split()
 
