@@ -40,10 +40,12 @@ class Prober:
         return any(err == "" for err in self.errors.values())
 
     def reachability(self) -> Reachability:
-        """The last round's verdict per provider (every provider counts as reachable until its
-        first probe)."""
+        """The verdict per provider: unreachable once its last probe failed and placement counts
+        it unreachable (every provider counts as reachable until then)."""
         names = sorted(self._providers)
-        down = tuple(n for n in names if self.errors.get(n))
+        # Unreachable as placement sees it (placement.unreachable_after_failures probes/refreshes
+        # failed in a row), not on one failed probe: the condition says what placement does.
+        down = tuple(n for n in names if self.errors.get(n) and self._health.unreachable(n))
         return Reachability(
             reachable=tuple(n for n in names if n not in down),
             unreachable=down,

@@ -101,6 +101,12 @@ class ProviderHealth:
             for listener in list(self._listeners):
                 listener(name, ok)
 
+    def unreachable(self, name: str) -> bool:
+        """Whether placement gives the provider no new pods for unreachability now (the node's
+        ProvidersReachable condition says the same, so an operator and a test read one verdict)."""
+        state = self._states.get(name)
+        return state is not None and self._unreachable(state)
+
     def _unreachable(self, state: ProviderState) -> bool:
         return state.failed_in_a_row >= self.unreachable_after_failures
 
