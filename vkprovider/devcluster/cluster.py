@@ -17,7 +17,7 @@ import shutil
 import signal
 import ssl
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -219,18 +219,7 @@ class Cluster:
 
     def save(self) -> None:
         """Write ``state.json`` (:mod:`.cluster_state`) so another process can find and stop it."""
-        ClusterState(
-            name=self.name,
-            server=self.server,
-            kubeconfig=self.kubeconfig,
-            ca_cert=self.ca_cert,
-            admin=self.admin,
-            processes=self.processes,
-            gpu_nodes=self.gpu_nodes,
-            kubelet_net=self.kubelet_net,
-            kubelet_serving=self.kubelet_serving,
-            datapath=self.datapath,
-        ).save(self.workdir)
+        ClusterState(**{f.name: getattr(self, f.name) for f in fields(ClusterState)}).save(self.workdir)
 
     @classmethod
     def load(cls, workdir: Path) -> Cluster | None:
@@ -238,19 +227,7 @@ class Cluster:
         state = ClusterState.load(workdir)
         if state is None:
             return None
-        return cls(
-            name=state.name,
-            workdir=workdir,
-            server=state.server,
-            kubeconfig=state.kubeconfig,
-            ca_cert=state.ca_cert,
-            admin=state.admin,
-            processes=state.processes,
-            gpu_nodes=state.gpu_nodes,
-            kubelet_net=state.kubelet_net,
-            kubelet_serving=state.kubelet_serving,
-            datapath=state.datapath,
-        )
+        return cls(workdir=workdir, **{f.name: getattr(state, f.name) for f in fields(ClusterState)})
 
     @property
     def audit_log(self) -> Path | None:

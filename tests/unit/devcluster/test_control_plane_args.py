@@ -136,3 +136,21 @@ def test_cluster_state_round_trips_through_the_state_file(tmp_path: Path) -> Non
     state.save(tmp_path)
     assert ClusterState.load(tmp_path) == state
     assert ClusterState.load(tmp_path / "missing") is None
+
+
+def test_a_saved_cluster_loads_back_with_what_stopping_it_needs(tmp_path: Path) -> None:
+    from vkprovider.devcluster.cluster import Cluster
+
+    cluster = Cluster(
+        name="c",
+        workdir=tmp_path,
+        server="https://127.0.0.1:1",
+        kubeconfig=tmp_path / "kubeconfig",
+        ca_cert=tmp_path / "ca.crt",
+        admin=_pair("admin"),
+        processes=[Process(name="kwok", pid=9, binary="/bin/kwok", log=tmp_path / "kwok.log")],
+        gpu_nodes=["c-gpu-0", "c-gpu-1"],
+        kubelet_serving=_pair("kubelet-serving"),
+    )
+    cluster.save()
+    assert Cluster.load(tmp_path) == cluster
