@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -18,44 +17,27 @@ import shutil
 import signal
 import ssl
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
-from vkprovider.devcluster import audit, kube_proxy, kwok, pki
+from vkprovider.devcluster import audit, control_plane, kube_proxy, kwok, pki
 from vkprovider.devcluster.build import Toolchain
-from vkprovider.devcluster.datapath import KUBERNETES_SERVICE_IP, SERVICE_CIDR, DataPath
+from vkprovider.devcluster.cluster_state import ClusterState, forget, run_root, sweep_dead_clusters
+from vkprovider.devcluster.datapath import DataPath
 from vkprovider.devcluster.kueue import start_kueue
 from vkprovider.devcluster.netns import KubeletNet, NetnsError
 from vkprovider.devcluster.process import Process, StartupError, ensure_port_free, free_port, spawn
 from vkprovider.devcluster.sizing import ControlPlaneSize
 
+# run_root and sweep_dead_clusters live in cluster_state; importable from here as before.
+__all__ = ["READY_TIMEOUT_SECONDS", "Cluster", "run_root", "sweep_dead_clusters"]
+
 READY_TIMEOUT_SECONDS = 120.0
 log = logging.getLogger(__name__)
-
-
-def run_root() -> Path:
-    base = os.environ.get("VKPROVIDER_CACHE") or str(Path.home() / ".cache" / "vkprovider")
-    return Path(base) / "run"
-
-
-def sweep_dead_clusters() -> None:
-    """Remove run directories of clusters whose processes all died (a killed test run, a reboot),
-    so etcd data does not pile up. A directory without state is left alone: it may be booting."""
-    root = run_root()
-    if not root.is_dir():
-        return
-    for workdir in root.iterdir():
-        cluster = Cluster.load(workdir)
-        if cluster is not None and not any(p.alive() for p in cluster.processes):
-            if cluster.kubelet_net is not None:
-                cluster.kubelet_net.remove()
-            if cluster.datapath is not None:
-                cluster.datapath.remove()
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _kubelet_net(name: str) -> KubeletNet | None:
@@ -173,139 +155,27 @@ class Cluster:
         *,
         kueue: bool = False,
     ) -> None:
-        pki_dir, logs = self.workdir / "pki", self.workdir / "logs"
-        serving = ca.issue(
-            pki_dir,
-            "apiserver",
-            "kube-apiserver",
-            server=True,
-            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-            ip_addresses=("127.0.0.1", KUBERNETES_SERVICE_IP),
-        )
-        kubelet_client = ca.issue(
-            pki_dir,
-            "apiserver-kubelet-client",
-            "kube-apiserver-kubelet-client",
-            organization="system:masters",
-            client=True,
-        )
+        logs = self.workdir / "logs"
         kubelet_ips = ("127.0.0.1",) + ((self.kubelet_net.host_ip,) if self.kubelet_net else ())
-        self.kubelet_serving = ca.issue(
-            pki_dir, "kubelet-serving", "system:node:vk", server=True, ip_addresses=kubelet_ips
-        )
-        # for metrics-server on the same address, if a test starts it (devcluster.metrics_server)
-        ca.issue(
-            pki_dir,
-            "metrics-server",
-            "metrics-server",
-            server=True,
-            dns_names=("metrics-server.kube-system.svc",),
-            ip_addresses=kubelet_ips,
-        )
-        front_proxy = ca.issue(pki_dir, "front-proxy-client", "front-proxy-client", client=True)
-        sa = pki.service_account_keys(pki_dir)
+        certs = control_plane.issue_certs(ca, self.workdir / "pki", kubelet_ips)
+        self.kubelet_serving = certs.kubelet_serving
         self._write_kubeconfig()
 
         etcd_client, etcd_peer = free_port(), free_port()
-        self._spawn(
-            tc,
-            "etcd",
-            [
-                "--name=default",
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
-                f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
-                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-                *self.size.etcd_args(),
-            ],
-            logs,
-        )
+        etcd = control_plane.etcd_args(self.workdir / "etcd", etcd_client, etcd_peer, self.size)
+        self._spawn(tc, "etcd", etcd, logs)
         await self._wait_http(f"http://127.0.0.1:{etcd_client}/health", "etcd")
 
         ensure_port_free(api_port, "kube-apiserver")
-        self._spawn(
-            tc,
-            "kube-apiserver",
-            [
-                f"--etcd-servers=http://127.0.0.1:{etcd_client}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--client-ca-file={ca.pair.cert}",
-                f"--kubelet-client-certificate={kubelet_client.cert}",
-                f"--kubelet-client-key={kubelet_client.key}",
-                f"--kubelet-certificate-authority={ca.pair.cert}",
-                "--kubelet-preferred-address-types=InternalIP",
-                # the aggregation layer (metrics-server): authenticate to it as front-proxy-client
-                f"--requestheader-client-ca-file={ca.pair.cert}",
-                "--requestheader-allowed-names=front-proxy-client",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--proxy-client-cert-file={front_proxy.cert}",
-                f"--proxy-client-key-file={front_proxy.key}",
-                "--enable-aggregator-routing=true",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={sa.cert}",
-                f"--service-account-signing-key-file={sa.key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=Node,RBAC",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--v=1",
-                *self.size.apiserver_args(),
-                *(audit.apiserver_args(self.workdir, self.audit_users) if self.audit_users else []),
-            ],
-            logs,
-        )
+        audited = audit.apiserver_args(self.workdir, self.audit_users) if self.audit_users else []
+        apiserver = control_plane.apiserver_args(etcd_client, api_port, certs, self.size, audited)
+        self._spawn(tc, "kube-apiserver", apiserver, logs)
         await self._wait_http(f"{self.server}/readyz", "kube-apiserver", timeout=READY_TIMEOUT_SECONDS)
 
-        self._spawn(
-            tc,
-            "kube-controller-manager",
-            [
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                "--leader-elect=false",
-                f"--service-account-private-key-file={sa.key}",
-                f"--root-ca-file={ca.pair.cert}",
-                f"--cluster-signing-cert-file={ca.pair.cert}",
-                f"--cluster-signing-key-file={ca.pair.key}",
-                "--use-service-account-credentials=false",
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
-                "--node-monitor-period=2s",
-                "--node-monitor-grace-period=10s",
-                # HPAs every 5 s, not 15: the simulated day is compressed (metrics-server scrapes every 10 s)
-                "--horizontal-pod-autoscaler-sync-period=5s",
-                "--v=1",
-                *self.size.controllers_args(),
-            ],
-            logs,
-        )
-        self._spawn(
-            tc,
-            "kube-scheduler",
-            [
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                "--leader-elect=false",
-                "--v=1",
-                *self.size.controllers_args(),
-            ],
-            logs,
-        )
+        controllers = control_plane.controller_manager_args(self.kubeconfig, free_port(), certs, self.size)
+        self._spawn(tc, "kube-controller-manager", controllers, logs)
+        scheduler = control_plane.scheduler_args(self.kubeconfig, free_port(), self.size)
+        self._spawn(tc, "kube-scheduler", scheduler, logs)
         # one stage set for both: delays by annotation, Job pods that run as long as they say
         stages = kwok.write_pod_stages(self.workdir) if pod_delays or kueue else None
         self._spawn(tc, "kwok", kwok.args(self.kubeconfig, free_port(), stages), logs)
@@ -341,50 +211,23 @@ class Cluster:
         if self.datapath is not None:
             await asyncio.to_thread(self.datapath.remove)
             self.datapath = None
-        (self.workdir / "state.json").unlink(missing_ok=True)
+        forget(self.workdir)
         if remove:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ state
 
     def save(self) -> None:
-        state = {
-            "name": self.name,
-            "server": self.server,
-            "kubeconfig": str(self.kubeconfig),
-            "ca_cert": str(self.ca_cert),
-            "admin": [str(self.admin.cert), str(self.admin.key)],
-            "gpu_nodes": self.gpu_nodes,
-            "processes": [p.to_json() for p in self.processes],
-            "kubelet_net": self.kubelet_net.to_json() if self.kubelet_net else None,
-            "kubelet_serving": [str(self.kubelet_serving.cert), str(self.kubelet_serving.key)]
-            if self.kubelet_serving
-            else None,
-            "datapath": self.datapath.to_json() if self.datapath else None,
-        }
-        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+        """Write ``state.json`` (:mod:`.cluster_state`) so another process can find and stop it."""
+        ClusterState(**{f.name: getattr(self, f.name) for f in fields(ClusterState)}).save(self.workdir)
 
     @classmethod
     def load(cls, workdir: Path) -> Cluster | None:
-        try:
-            state: dict[str, Any] = json.loads((workdir / "state.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        """The cluster whose state ``workdir`` holds (to stop it), or None."""
+        state = ClusterState.load(workdir)
+        if state is None:
             return None
-        return cls(
-            name=state["name"],
-            workdir=workdir,
-            server=state["server"],
-            kubeconfig=Path(state["kubeconfig"]),
-            ca_cert=Path(state["ca_cert"]),
-            admin=pki.CertPair(Path(state["admin"][0]), Path(state["admin"][1])),
-            processes=[Process.from_json(p) for p in state["processes"]],
-            gpu_nodes=list(state["gpu_nodes"]),
-            kubelet_net=KubeletNet.from_json(state["kubelet_net"]) if state.get("kubelet_net") else None,
-            kubelet_serving=pki.CertPair(*map(Path, state["kubelet_serving"]))
-            if state.get("kubelet_serving")
-            else None,
-            datapath=DataPath.from_json(state["datapath"]) if state.get("datapath") else None,
-        )
+        return cls(workdir=workdir, **{f.name: getattr(state, f.name) for f in fields(ClusterState)})
 
     @property
     def audit_log(self) -> Path | None:
