@@ -274,10 +274,16 @@ class AsgiServer:
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
+        """Stop serving: graceful for 5 s, then cut. A stream that never ends (``logs -f``) must
+        not make shutdown raise: the service's SIGTERM path runs this in its ``finally``."""
         self._server.should_exit = True
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await asyncio.wait_for(self._task, timeout=5)
+            except asyncio.CancelledError:
+                pass
+            except TimeoutError:
+                log.warning("%s: connections still open after 5s; closing them", self.url)
         for connection in list(self.admitted):
             connection.abort()
         self._socket.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import pytest
 from fastapi import FastAPI
@@ -49,3 +50,33 @@ async def test_caps_deadline_and_refusal_warning_without_tls(caplog: pytest.LogC
         for writer in writers:
             writer.close()
         await server.stop()
+
+
+async def test_a_stream_that_never_ends_does_not_make_stop_raise(caplog: pytest.LogCaptureFixture) -> None:
+    """``kubectl logs -f`` holds a response open forever; stopping the server (SIGTERM) cuts it
+    after the grace instead of raising TimeoutError out of the service's shutdown."""
+    from fastapi.responses import StreamingResponse
+
+    app = FastAPI()
+
+    async def forever() -> AsyncIterator[bytes]:
+        while True:
+            yield b"line\n"
+            await asyncio.sleep(0.1)
+
+    @app.get("/follow")
+    async def follow() -> StreamingResponse:
+        return StreamingResponse(forever())
+
+    server = AsgiServer(app, "127.0.0.1", 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /follow HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert (await asyncio.wait_for(reader.readline(), timeout=30)).startswith(b"HTTP/1.1 200")
+        with caplog.at_level(logging.WARNING, logger="vkprovider.http.server"):
+            await server.stop()  # returns; the stream is cut
+        assert any("closing them" in r.getMessage() for r in caplog.records)
+        assert (await _read_all(reader)).count(b"line") >= 1
+    finally:
+        writer.close()
