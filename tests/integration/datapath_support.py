@@ -30,7 +30,8 @@ async def dp_cluster() -> AsyncIterator[Cluster]:
     reason = why_unavailable()
     if reason:
         pytest.skip(f"no data path on this machine: {reason}")
-    started = await Cluster.start(f"dp-{os.getpid()}", gpu_nodes=2, datapath=True)
+    # pod_delays: kwok's own stage set, so pods that serve through their grace are deleted at its end
+    started = await Cluster.start(f"dp-{os.getpid()}", gpu_nodes=2, datapath=True, pod_delays=True)
     try:
         yield started
     finally:

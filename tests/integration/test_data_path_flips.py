@@ -187,6 +187,8 @@ async def test_no_request_fails_while_local_replicas_are_preempted_out_and_come_
             return report if len(report.answered_by) == 2 and not report.failed else None
 
         await eventually(both_answer, timeout=90)
+        t0 = time.time()
+        marks: dict[str, float] = {}
         async with steady_load(path.node, cluster_ip) as report:
             # Training takes the local GPUs: the replicas are preempted (deleted with their grace)
             # and their replacements can only go out to the virtual node.
@@ -194,8 +196,10 @@ async def test_no_request_fails_while_local_replicas_are_preempted_out_and_come_
             await set_taints(kube, vnode.name, home_first=False)
             for pod in home:
                 await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")
+            marks["deleted"] = time.time() - t0
             away = await eventually(lambda: placed(kube, ns, vnode.name, 2, away=True), timeout=90)
             out = time.time()
+            marks["out"] = out - t0
             await eventually(lambda: answered_from(report, out, "routed"), timeout=60)
             # Training ends: the external replicas are evicted (as the Descheduler does) and their
             # replacements land on the local GPUs again.
@@ -209,10 +213,13 @@ async def test_no_request_fails_while_local_replicas_are_preempted_out_and_come_
                     "metadata": {"name": name, "namespace": ns},
                 }
                 await kube.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=eviction)
+            marks["evicted"] = time.time() - t0
             await eventually(lambda: placed(kube, ns, vnode.name, 2, away=False), timeout=90)
             back = time.time()
+            marks["back"] = back - t0
             await eventually(lambda: answered_from(report, back, "local"), timeout=60)
-        assert report.failed == 0, report.to_json()
+        failures = [(round(r.t - t0, 2), r.error) for r in report.records if r.failed]
+        assert report.failed == 0, (report.to_json(), marks, failures[:5], failures[-5:])
         assert report.by_where().keys() == {"local", "routed"}
         ended = [await ledger(vnode, p["metadata"]["uid"]) for p in away]
         assert all(e["ended_at"] is not None and e["end_reason"] == "deleted" for e in ended), ended
