@@ -62,7 +62,9 @@ async def serve(sock: socket.socket, answer: Callable[[], Awaitable[dict[str, An
                 delay = slow_ms(head.split(b"\r\n", 1)[0].decode("latin-1"))
                 if delay:
                     if slow.locked():
-                        writer.write(_response("503 Service Unavailable", b'{"error": "too many slow requests"}'))
+                        writer.write(
+                            _response("503 Service Unavailable", b'{"error": "too many slow requests"}')
+                        )
                         await writer.drain()
                         return
                     async with slow:
