@@ -8,106 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 import subprocess
-import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
+from tests.integration import datapath_support
+from tests.integration.datapath_support import DARK, external, local, ready_pods, served, setup
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
-from vkprovider.devcluster.datapath import POD_CIDR, SERVICE_CIDR, provider_range, why_unavailable
-from vkprovider.devcluster.kwok import GPU_POOL_SELECTOR
+from vkprovider.devcluster.datapath import POD_CIDR, SERVICE_CIDR
 from vkprovider.devcluster.loadgen import LoadReport, run_load
 from vkprovider.devcluster.netns_socket import NetnsSockets
 from vkprovider.devcluster.replica_http import get
-from vkprovider.kube.client import KubeClient
-from vkprovider.sim.local import VirtualNode, cloud_config, inference_deployment, start_virtual_node
+from vkprovider.sim.local import VirtualNode
 
 pytestmark = pytest.mark.cluster
 
-JSON = dict[str, Any]
-ROUTED, DARK = provider_range(0), provider_range(1)
-
-
-@pytest.fixture(scope="module")
-async def dp_cluster() -> AsyncIterator[Cluster]:
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(f"no data path on this machine: {reason}")
-    started = await Cluster.start(f"dp-{os.getpid()}", gpu_nodes=2, datapath=True)
-    try:
-        yield started
-    finally:
-        await started.stop(remove=True)
-
-
-@pytest.fixture
-async def vnode(dp_cluster: Cluster) -> AsyncIterator[VirtualNode]:
-    assert dp_cluster.datapath is not None
-    backends = dp_cluster.datapath.backends
-    routed = cloud_config("routed", 1.0).model_copy(update={"ip_range": ROUTED, "serve_netns": backends})
-    dark = cloud_config("dark", 1.0).model_copy(update={"ip_range": DARK, "serve_netns": backends})
-    dark = dark.model_copy(update={"knobs": dark.knobs.model_copy(update={"routable": False})})
-    dp_cluster.datapath.route(ROUTED)  # the cluster's network reaches "routed", not "dark"
-    node = await start_virtual_node(dp_cluster, {"routed": routed, "dark": dark})
-    yield node
-    await node.stop()
-    dp_cluster.datapath.unroute(ROUTED)
-
-
-@pytest.fixture
-async def ns(vnode: VirtualNode) -> AsyncIterator[str]:
-    assert vnode.kube is not None
-    name = f"dp-{uuid.uuid4().hex[:8]}"
-    await vnode.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    yield name
-    await vnode.kube.request("DELETE", f"/api/v1/namespaces/{name}")
-
-
-def external(name: str, node: str, replicas: int, provider: str) -> JSON:
-    manifest = inference_deployment(name, node, replicas)
-    template = manifest["spec"]["template"]
-    template["metadata"]["labels"]["app"] = "infer"
-    template["metadata"]["annotations"] = {"vkprovider.io/providers": provider}
-    template["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
-    manifest["spec"]["selector"]["matchLabels"] = {"app": "infer", "side": name}
-    template["metadata"]["labels"]["side"] = name
-    return manifest
-
-
-def local(name: str, replicas: int) -> JSON:
-    manifest = external(name, "unused", replicas, "none")
-    spec = manifest["spec"]["template"]["spec"]
-    spec["nodeSelector"] = dict([GPU_POOL_SELECTOR.split("=")])
-    del manifest["spec"]["template"]["metadata"]["annotations"]
-    return manifest
-
-
-async def ready_pods(kube: KubeClient, ns: str, side: str, count: int) -> list[JSON] | None:
-    pods = (
-        await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", query={"labelSelector": f"side={side}"})
-    )["items"]
-    ready = [
-        p
-        for p in pods
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
-    ]
-    return ready if len(ready) == count else None
-
-
-async def setup(kube: KubeClient, ns: str, *deployments: JSON) -> str:
-    """Create the deployments and a Service over ``app=infer`` (port 80 → named port http)."""
-    for manifest in deployments:
-        await kube.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=manifest)
-    service = {
-        "metadata": {"name": "infer"},
-        "spec": {"selector": {"app": "infer"}, "ports": [{"port": 80, "targetPort": "http"}]},
-    }
-    created = await kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=service)
-    return str(created["spec"]["clusterIP"])
+dp_cluster, vnode, ns = datapath_support.dp_cluster, datapath_support.vnode, datapath_support.ns
 
 
 async def test_a_service_over_local_and_external_replicas_answers_from_all_four(
@@ -210,7 +127,7 @@ async def test_a_provider_without_a_route_is_not_published_and_no_request_fails(
     route = next(c for c in dark[0]["status"]["conditions"] if c["type"] == "vkprovider.io/ServiceRoute")
     assert route["status"] == "False" and route["reason"] == "NoRoute"
     # It runs and listens in the backends namespace, at an address the node cannot reach.
-    await eventually(lambda: _served(vnode, "dark"))
+    await eventually(lambda: served(vnode, "dark"))
     dark_ips = {d.ip for d in vnode.clouds["dark"].store.deployments.values()}
 
     async def local_answers() -> LoadReport | None:
@@ -228,10 +145,3 @@ async def test_a_provider_without_a_route_is_not_published_and_no_request_fails(
     )
     published = {a for s in slices["items"] for e in s.get("endpoints") or [] for a in e["addresses"]}
     assert published == {home[0]["status"]["podIP"]} and not published & dark_ips
-
-
-async def _served(vnode: VirtualNode, cloud: str) -> bool:
-    """fakecloud holds a listener for each of the cloud's deployments."""
-    server = vnode.clouds[cloud]
-    ips = {d.ip for d in server.store.deployments.values()}
-    return bool(ips) and server.replicas is not None and ips <= {ip for ip, _ in server.replicas.servers}

@@ -132,8 +132,11 @@ async def run_load(
     timeout: float = 10.0,
     path: str = "/",
     report: LoadReport | None = None,
+    stop: asyncio.Event | None = None,
 ) -> LoadReport:
-    """``report``: fill this one (a caller can read its records while the load runs)."""
+    """``report``: fill this one (a caller can read its records while the load runs); ``stop``:
+    start no further request once it is set (the ones in flight still finish and count), for a
+    caller whose scenario ends when it ends rather than at a fixed time."""
     check_target(cluster_ip, rate, duration)
     node = NetnsSockets(node_netns)
     report = LoadReport() if report is None else report
@@ -158,6 +161,8 @@ async def run_load(
             start = time.monotonic()
             total = max(1, int(rate * duration))
             for k in range(total):
+                if stop is not None and stop.is_set():
+                    break
                 delay = start + k / rate - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)

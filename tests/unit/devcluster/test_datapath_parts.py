@@ -3,6 +3,7 @@ kwok pods get a listener, kube-proxy's configuration, and the replicas' HTTP exc
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from pathlib import Path
@@ -10,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from vkprovider.devcluster import datapath, kube_proxy, loadgen, pki
+from vkprovider.devcluster import datapath, kube_proxy, loadgen, pki, replica_http
 from vkprovider.devcluster.kwok import SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.devcluster.pod_listeners import listeners_of
-from vkprovider.devcluster.replica_http import BadResponse, get, serve
+from vkprovider.devcluster.replica_http import BadResponse, get, serve, slow_ms
 
 
 def test_every_range_is_in_the_benchmarking_block_and_none_overlaps() -> None:
@@ -142,3 +143,49 @@ async def test_the_replica_answer_round_trips_and_a_non_200_is_an_error() -> Non
         refused.setblocking(False)
         await get(refused, "127.0.0.1", port)
     assert issubclass(BadResponse, OSError)  # counted as a failed request by the load generator
+
+
+def test_a_slow_request_asks_for_a_capped_delay_and_nothing_else_is_slow() -> None:
+    assert slow_ms("GET /slow?ms=3000 HTTP/1.1") == 3000
+    assert slow_ms("GET /slow?ms=99999999 HTTP/1.1") == replica_http.MAX_SLOW_MS
+    assert slow_ms("GET /slow?ms=-5 HTTP/1.1") == 0
+    assert slow_ms("GET /slow?ms=soon HTTP/1.1") == 0
+    assert slow_ms("GET / HTTP/1.1") is None
+    assert slow_ms("GET /slowly?ms=10 HTTP/1.1") is None
+    assert slow_ms("garbage") is None
+
+
+async def test_a_slow_request_answers_after_a_later_fast_one_and_too_many_get_a_503(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(replica_http, "MAX_SLOW_REQUESTS", 1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    order: list[str] = []
+
+    async def answer() -> dict[str, Any]:
+        return {"pod": "web-a", "where": "local"}
+
+    def client() -> socket.socket:
+        sock = socket.socket()
+        sock.setblocking(False)
+        return sock
+
+    async def request(path: str) -> None:
+        await get(client(), "127.0.0.1", port, path)
+        order.append(path)
+
+    server = await serve(listener, answer)
+    try:
+        slow = [asyncio.create_task(request("/slow?ms=2000")) for _ in range(2)]
+        await request("/")  # a plain request is never held back by slow ones
+        outcomes = await asyncio.gather(*slow, return_exceptions=True)
+    finally:
+        server.close()
+    # One slot: one slow request answered (after the plain one), the other refused with a 503.
+    assert order == ["/", "/slow?ms=2000"]
+    (refused,) = [o for o in outcomes if isinstance(o, BaseException)]
+    assert isinstance(refused, BadResponse) and "503" in str(refused)
