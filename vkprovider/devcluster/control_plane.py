@@ -135,11 +135,9 @@ def apiserver_args(
     ]
 
 
-def controller_manager_args(
-    kubeconfig: Path, port: int, certs: ControlPlaneCerts, size: ControlPlaneSize
-) -> list[str]:
-    """kube-controller-manager, signing with the cluster's CA; node health is checked every 2 s
-    (10 s grace) so an outage test sees a NotReady node quickly."""
+def _loopback_component(kubeconfig: Path, port: int) -> list[str]:
+    """What the controller-manager and the scheduler share: the admin kubeconfig for talking,
+    authenticating and authorizing, a secure port on loopback, one instance (no election)."""
     return [
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
@@ -147,6 +145,16 @@ def controller_manager_args(
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
         "--leader-elect=false",
+    ]
+
+
+def controller_manager_args(
+    kubeconfig: Path, port: int, certs: ControlPlaneCerts, size: ControlPlaneSize
+) -> list[str]:
+    """kube-controller-manager, signing with the cluster's CA; node health is checked every 2 s
+    (10 s grace) so an outage test sees a NotReady node quickly."""
+    return [
+        *_loopback_component(kubeconfig, port),
         f"--service-account-private-key-file={certs.service_account.key}",
         f"--root-ca-file={certs.ca.cert}",
         f"--cluster-signing-cert-file={certs.ca.cert}",
@@ -165,12 +173,7 @@ def controller_manager_args(
 def scheduler_args(kubeconfig: Path, port: int, size: ControlPlaneSize) -> list[str]:
     """kube-scheduler, one instance (no leader election)."""
     return [
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
-        "--leader-elect=false",
+        *_loopback_component(kubeconfig, port),
         "--v=1",
         *size.controllers_args(),
     ]
