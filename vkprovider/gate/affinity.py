@@ -62,11 +62,9 @@ def label_selector_matches(selector: JSON | None, labels: Mapping[str, str]) -> 
     )
 
 
-def node_term_matches(term: JSON | None, node: JSON) -> bool:
+def node_term_matches(term: JSON, node: JSON) -> bool:
     """One ``NodeSelectorTerm``: its label expressions and field expressions (``metadata.name``
-    is the only field) all hold. An empty or null term matches no node (the API's rule, not
-    "no constraint")."""
-    term = term or {}
+    is the only field) all hold. An empty term matches no node."""
     exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
     if not exprs and not fields:
         return False
@@ -76,12 +74,8 @@ def node_term_matches(term: JSON | None, node: JSON) -> bool:
         key = expr.get("key", "")
         if not _expression(expr, labels.get(key), key in labels):
             return False
-    for expr in fields:  # the API allows only In/NotIn on matchFields
-        if (
-            expr.get("key") != "metadata.name"
-            or expr.get("operator") not in ("In", "NotIn")
-            or not _expression(expr, name, True)
-        ):
+    for expr in fields:
+        if expr.get("key") != "metadata.name" or not _expression(expr, name, True):
             return False
     return True
 

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from tests.unit.gate.gate_fakes import VK_TOLERATION, pod, virtual_node
-from vkprovider.gate.affinity import node_affinity_admits as admits
 from vkprovider.gate.config import TaintConfig
-from vkprovider.gate.pending import blocked_by_gate
+from vkprovider.gate.pending import admits, blocked_by_gate
 from vkprovider.gate.pending_hold import HoldCeiling
 from vkprovider.gate.podspec import pod_requests as demand
 from vkprovider.gate.room import Room
