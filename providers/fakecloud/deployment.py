@@ -39,4 +39,7 @@ class Deployment:
     run_seconds: float | None
     exit_code: int
     outcome: Outcome | None = None
+    #: When an asynchronous delete was accepted: the run stopped then (the ledger closed it as
+    #: ``deleted``), so what is still reported is the deployment as it was at that instant.
+    removed_at: float | None = None
     extra_logs: list[tuple[float, str, str]] = field(default_factory=list)

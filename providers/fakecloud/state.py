@@ -228,6 +228,7 @@ class Store:
         if deployment is None:
             return False
         self._close_bill(deployment, "lost" if lost else "deleted")
+        deployment.removed_at = self.clock()
         if (offer := self.offers.get(deployment.offer.id)) is not None:
             offer.capacity += 1
         if lost:
@@ -273,10 +274,16 @@ class Store:
         return kept
 
     def status(self, deployment: Deployment) -> DeploymentStatus:
-        return status_of(deployment, self.config, self.clock())
+        return status_of(deployment, self.config, self._seen_at(deployment))
 
     def endpoints(self, deployment: Deployment) -> DeploymentEndpoints:
-        return endpoints_of(deployment, self.config, self.clock(), routable=self.knobs.routable)
+        return endpoints_of(deployment, self.config, self._seen_at(deployment), routable=self.knobs.routable)
+
+    def _seen_at(self, deployment: Deployment) -> float:
+        """The instant ``deployment`` is reported at: now, or when its delete was accepted (a
+        deleted run never reaches its natural end, so it can never report a later exit 0)."""
+        now = self.clock()
+        return now if deployment.removed_at is None else min(now, deployment.removed_at)
 
     def terminate(self, uid: str, outcome: Outcome) -> Deployment:
         deployment = self.get(uid)

@@ -56,6 +56,28 @@ async def test_an_asynchronous_delete_is_still_reported_then_gone(
         await provider.get("u1")
 
 
+async def test_a_run_deleted_before_its_end_never_reports_that_end(
+    provider: FakeCloudProvider, server: FakeCloudServer, admin: httpx.AsyncClient
+) -> None:
+    """A deleted run stopped at the delete (the ledger says ``deleted``): while the delete is
+    still in flight it must not go on to report its natural exit 0, or a client would count an
+    interrupted Job pod as a completion (the chaos run's miscounted completion)."""
+    await serving(provider, server, "u1")
+    store = server.store
+    deployment = store.deployments["u1"]
+    ran = store.clock() - deployment.created - store.config.lifecycle.provisioning_seconds
+    deployment.run_seconds = ran + 0.2  # exit 0 in 0.2 s, unless deleted first
+    await admin.patch("/knobs", json={"delete_delay_seconds": 1.0})
+    await provider.delete("u1")
+    await asyncio.sleep(0.4)  # past the natural end, the delete still in flight
+    reported = await provider.get("u1")
+    assert reported.phase is Phase.RUNNING, reported
+    (listed,) = await provider.list(NODE)
+    assert listed.phase is Phase.RUNNING
+    (entry,) = (await admin.get("/ledger")).json()["entries"]
+    assert entry["end_reason"] == "deleted"
+
+
 async def test_a_watch_ends_after_watch_max_seconds(
     provider: FakeCloudProvider, server: FakeCloudServer, admin: httpx.AsyncClient
 ) -> None:
