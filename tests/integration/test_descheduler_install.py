@@ -146,6 +146,9 @@ async def test_the_install_runs_our_policy_and_a_new_policy_rolls_the_deschedule
             assert (
                 mounted_policy_name((await client.get(DEPLOYMENT)).json()) == "descheduler-policy-configmap"
             )
+            # the deployment controller never makes a ReplicaSet for a template replaced before it
+            # got to it: wait for upstream's own before rolling to ours
+            await eventually(lambda: rolled_to(client, "descheduler-policy-configmap"), timeout=60)
 
             await kubectl(cluster, "apply", "--server-side", "-k", str(built))
             policy = (built / "policy.yaml").read_text()
