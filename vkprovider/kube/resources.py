@@ -150,17 +150,21 @@ def endpoint_slice_path(namespace: str, name: str = "") -> str:
     return api_path("endpointslices", name, namespace=namespace, group="discovery.k8s.io")
 
 
-async def create_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> None:
+async def create_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> JSON:
+    """POST; returns the slice as stored (its ``resourceVersion`` is what a next PUT needs)."""
     namespace = endpoint_slice["metadata"]["namespace"]
-    await kube.request("POST", endpoint_slice_path(namespace), body=endpoint_slice, decode=False)
+    stored: JSON = await kube.request("POST", endpoint_slice_path(namespace), body=endpoint_slice)
+    return stored
 
 
-async def replace_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> None:
-    """PUT guarded by ``metadata.resourceVersion`` (a stale copy gets 409, never a clobber)."""
+async def replace_endpoint_slice(kube: KubeClient, endpoint_slice: JSON) -> JSON:
+    """PUT guarded by ``metadata.resourceVersion`` (a stale copy gets 409, never a clobber);
+    returns the slice as stored."""
     meta = endpoint_slice["metadata"]
-    await kube.request(
-        "PUT", endpoint_slice_path(meta["namespace"], meta["name"]), body=endpoint_slice, decode=False
+    stored: JSON = await kube.request(
+        "PUT", endpoint_slice_path(meta["namespace"], meta["name"]), body=endpoint_slice
     )
+    return stored
 
 
 async def delete_endpoint_slice(kube: KubeClient, namespace: str, name: str) -> None:

@@ -82,6 +82,9 @@ class EndpointPublisher:
         self._zone = zone
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_NODE}={node_label_value(node_name)}"
         self.slices = Informer(kube, SLICES_PATH, label_selector=selector, handler=self.on_slice)
+        #: Our own writes, as the apiserver answered them, until the informer has caught up with
+        #: each (see ``existing``). Starts empty with the publisher (one per leadership term).
+        self._written: dict[str, JSON] = {}
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._by_namespace: dict[str, set[str]] = {}
@@ -117,6 +120,10 @@ class EndpointPublisher:
     def on_slice(self, kind: str, old: JSON | None, new: JSON) -> None:
         """A slice of ours changed or went away (our own write, the GC, someone's edit): look at
         its Service again; a write we made finds nothing to do."""
+        key = object_key(new)
+        written = self._written.get(key)
+        if written is not None and not _newer(written, new):
+            del self._written[key]  # the cache has caught up with our write (or passed it)
         name = (new["metadata"].get("labels") or {}).get(LABEL_SERVICE_NAME)
         if name:
             self.mark(f"{new['metadata'].get('namespace', '')}/{name}")
@@ -180,13 +187,25 @@ class EndpointPublisher:
         return desired_slices(service, pods, self._node, max_per_slice=self._max, zone=self._zone)
 
     def existing(self, key: str) -> dict[str, JSON]:
+        """The Service's slices as the informer has them, read through our own writes it has not
+        seen yet: a reconcile that follows a write at once (the next pod became Ready) compares
+        with what it wrote, instead of creating it again or PUTting with the old
+        resourceVersion (a 409 and a backed-off retry for the whole batch)."""
         namespace, _, name = key.partition("/")
-        return {
-            s["metadata"]["name"]: s
-            for s in self.slices.cache.values()
-            if s["metadata"].get("namespace") == namespace
-            and (s["metadata"].get("labels") or {}).get(LABEL_SERVICE_NAME) == name
-        }
+
+        def of_service(found: JSON) -> bool:
+            meta = found["metadata"]
+            return (
+                meta.get("namespace") == namespace
+                and (meta.get("labels") or {}).get(LABEL_SERVICE_NAME) == name
+            )
+
+        have = {object_key(s): s for s in self.slices.cache.values() if of_service(s)}
+        for slice_key, written in self._written.items():
+            cached = have.get(slice_key)
+            if of_service(written) and (cached is None or _newer(written, cached)):
+                have[slice_key] = written
+        return {s["metadata"]["name"]: s for s in have.values()}
 
     def endpoints_of(self, uid: str) -> list[JSON] | None:
         """The endpoints of pod ``uid`` in our slices as last read back from the apiserver (the
@@ -214,17 +233,33 @@ class EndpointPublisher:
                     "metadata": {**want["metadata"], "resourceVersion": have["metadata"]["resourceVersion"]},
                 }
                 self.writes += 1
-                await resources.replace_endpoint_slice(self._kube, body)
+                self._remember(await resources.replace_endpoint_slice(self._kube, body))
         for name in existing.keys() - desired.keys():
             self.writes += 1
             namespace = key.partition("/")[0]
+            self._written.pop(f"{namespace}/{name}", None)
             await resources.delete_endpoint_slice(self._kube, namespace, name)
 
     async def _create(self, want: JSON) -> None:
         self.writes += 1
         try:
-            await resources.create_endpoint_slice(self._kube, want)
+            self._remember(await resources.create_endpoint_slice(self._kube, want))
         except KubeConflict:
             # Already there (our cache lags our own write, or a previous term's): the informer
             # event that follows marks the Service again and the update path compares.
             log.debug("endpoint slice %s exists already", want["metadata"]["name"])
+
+    def _remember(self, stored: JSON | None) -> None:
+        if stored and (stored.get("metadata") or {}).get("resourceVersion"):
+            self._written[object_key(stored)] = stored
+
+
+def _newer(ours: JSON, cached: JSON) -> bool:
+    """Whether our written copy is newer than the cached one. resourceVersions are opaque to
+    clients in general, but the apiserver's are etcd revisions, and client-go's
+    ``MutationCache`` compares them as integers for exactly this purpose; one that does not
+    parse is never taken as newer (the informer's copy wins)."""
+    try:
+        return int(ours["metadata"]["resourceVersion"]) > int(cached["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False

@@ -66,6 +66,52 @@ async def test_a_pod_turning_not_ready_updates_and_one_going_away_deletes() -> N
     assert [m for m, _ in api.writes] == ["POST", "PUT", "DELETE"] and not api.slices
 
 
+async def test_a_reconcile_before_the_informer_saw_our_write_reads_that_write() -> None:
+    """Two pods becoming Ready back to back: the second reconcile runs before the slice informer
+    has seen the first write. It must neither create the slice again nor PUT with the
+    resourceVersion the cache last had (a 409 and a backed-off retry of the whole batch)."""
+    api = SliceApi()
+    first = pod("a", route_value=route())
+    pods = FakeInformer([first])
+    pub = EndpointPublisher(
+        api, NODE, pods=pods, services=FakeInformer([service("llm", selector={"app": "llm"})])
+    )  # type: ignore[arg-type]
+    await pub.reconcile("ns/llm")  # no seen(): the informer lags behind
+    await pub.reconcile("ns/llm")
+    assert [m for m, _ in api.writes] == ["POST"]
+    second = pod("b", route_value=route("198.18.7.2"))
+    pods.cache["ns/b"] = second
+    await pub.reconcile("ns/llm")
+    third = pod("c", route_value=route("198.18.7.3"))
+    pods.cache["ns/c"] = third
+    await pub.reconcile("ns/llm")  # PUT again on the resourceVersion of its own PUT
+    assert [m for m, _ in api.writes] == ["POST", "PUT", "PUT"]
+    (stored,) = api.slices.values()
+    assert sorted(a for e in stored["endpoints"] for a in e["addresses"]) == [
+        "198.18.7.1",
+        "198.18.7.2",
+        "198.18.7.3",
+    ]
+
+
+async def test_a_newer_copy_in_the_cache_wins_over_our_older_write() -> None:
+    """Someone changed our slice after our write: once the informer shows that newer copy, the
+    publisher compares with it (and sets it right), never with its own stale copy."""
+    api = SliceApi()
+    pub = publisher(api, [pod("a", route_value=route())], [service("llm", selector={"app": "llm"})])
+    await pub.reconcile("ns/llm")
+    ((key, stored),) = api.slices.items()
+    edited = copy.deepcopy(stored)
+    edited["endpoints"] = []
+    edited["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 5)
+    api.slices[key] = edited
+    pub.on_slice("MODIFIED", stored, copy.deepcopy(edited))
+    seen(pub, api)
+    await pub.reconcile("ns/llm")
+    assert [m for m, _ in api.writes] == ["POST", "PUT"]
+    assert api.slices[key]["endpoints"][0]["addresses"] == ["198.18.7.1"]
+
+
 async def test_a_restart_rebuilds_from_the_apiserver_without_rewriting() -> None:
     api = SliceApi()
     pods = [pod("a", route_value=route()), pod("b", route_value=route("198.18.7.2"))]

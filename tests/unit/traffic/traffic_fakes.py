@@ -117,4 +117,4 @@ class SliceApi:
         self._rv += 1
         stored["metadata"]["resourceVersion"] = str(self._rv)
         self.slices[key] = stored
-        return None
+        return copy.deepcopy(stored)  # the apiserver answers a write with the object as stored
