@@ -74,6 +74,7 @@ def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) 
             [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             env=env,
         )
 
