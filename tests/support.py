@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 
 async def eventually(
     check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.2
@@ -63,6 +65,15 @@ async def fakecloud_process(config: dict[str, Any], directory: Path) -> AsyncIte
         if process.returncode is None:
             process.terminate()
             await process.wait()
+
+
+async def ledger_entry(cloud_url: str, uid: str) -> dict[str, Any]:
+    """Fakecloud's ledger entry (``/admin/ledger``) for pod ``uid``'s one deployment: the cloud's
+    own record of when it started and ended, independent of what vkprovider says."""
+    async with httpx.AsyncClient(base_url=cloud_url) as http:
+        entries = (await http.get("/admin/ledger")).json()["entries"]
+    (entry,) = [e for e in entries if e["uid"] == uid]
+    return dict(entry)
 
 
 def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
