@@ -90,6 +90,21 @@ def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) 
         )
 
 
+def bound_gpu_pod(name: str, node: str, *, gpus: int = 1, grace_seconds: int | None = None) -> dict[str, Any]:
+    """A bare Pod already bound to ``node`` (``nodeName``: no scheduler involved), tolerating the
+    virtual node's taint, one container asking for ``gpus`` GPUs."""
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        "containers": [
+            {"name": "server", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+        ],
+    }
+    if grace_seconds is not None:
+        spec["terminationGracePeriodSeconds"] = grace_seconds
+    return {"metadata": {"name": name}, "spec": spec}
+
+
 def gpu_worker_pod(node: str, *, run_seconds: float, grace_seconds: int) -> dict[str, Any]:
     """The pod spec of a Job's one-GPU worker pinned to the virtual node ``node`` (tolerating its
     taint); fakecloud runs it ``run_seconds`` (``FAKECLOUD_RUN_SECONDS``), then it exits 0."""

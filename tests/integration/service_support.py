@@ -5,6 +5,7 @@ outage, capacity and status-CLI tests and the dashboard test, because what they 
 ProvidersReachable condition, the breaker's taint and Events, the admin port) is the service's
 own wiring. They share one lifecycle here, so a fix to its start-up wait or its clean-up (stop,
 delete the node, stop the clouds) reaches all of them; each file may bring its own settings.
+Tests that run several replicas themselves (leader election, several nodes) share ``shut_down``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,15 +128,30 @@ async def running_service(
         await eventually(synced, timeout=60)
         yield Running(service, task, node, servers, kube)
     finally:
-        service.stopping.set()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(30):
-                await task
-        with contextlib.suppress(Exception):
-            await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await shut_down([service], [task], kube, [node])
         await kube.close()
         for server in servers.values():
             await server.stop()
+
+
+async def shut_down(
+    services: Iterable[Service],
+    tasks: Iterable[asyncio.Task[None]],
+    kube: KubeClient | None = None,
+    nodes: Iterable[str] = (),
+) -> None:
+    """A test's clean-up: ask every service to stop, give each run task 30 s, then delete
+    ``nodes``. Errors are swallowed: the test's own outcome is what it reports."""
+    for service in services:
+        service.stopping.set()
+    for task in tasks:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(30):
+                await task
+    for node in nodes:
+        assert kube is not None
+        with contextlib.suppress(Exception):
+            await kube.request("DELETE", f"/api/v1/nodes/{node}")
 
 
 def phases(pods: list[JSON]) -> dict[str, str]:

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.integration.service_support import Running, running_service
-from tests.support import eventually
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.prometheus import binary, start_prometheus
@@ -65,20 +65,6 @@ def substitute(expr: str, variables: list[str]) -> str:
         return ".*"
 
     return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
-
-
-def gpu_pod(name: str, node: str, gpus: int = 1) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-            ],
-        },
-    }
 
 
 def settings(cluster: Cluster, node: str, clouds: dict[str, Any]) -> Settings:
@@ -166,9 +152,13 @@ async def place_pods(kube: KubeClient, namespace: str, node: str, cheap_url: str
         (await cheap.post("/admin/rules", json={**rule, "times": 1})).raise_for_status()
     names = ["a", "b", "c"]
     for name in names:
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(name, node))
+        await kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(name, node, grace_seconds=1)
+        )
     await kube.request(  # no offer has 8 GPUs: it stays Pending, unplaced
-        "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("too-big", node, gpus=8)
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        body=bound_gpu_pod("too-big", node, gpus=8, grace_seconds=1),
     )
 
     async def running() -> bool:

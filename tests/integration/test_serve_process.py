@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.serve_process import ServeProcess
-from tests.support import eventually
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
@@ -59,17 +59,6 @@ def serve_config(tmp_path: Path, node: str, cloud_url: str) -> JSON:
     }
 
 
-def gpu_pod(name: str, node: str) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [{"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-    }
-
-
 @dataclass(kw_only=True)
 class Served(ServeProcess):
     """One ``vkprovider serve`` process for a fresh node; ``restart`` starts it again."""
@@ -99,7 +88,7 @@ async def test_serve_drains_on_sigterm_and_resumes_after_restart(
 ) -> None:
     kube = served.kube
     created = await kube.request(
-        "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("solo", served.node)
+        "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod("solo", served.node)
     )
     uid = created["metadata"]["uid"]
 
@@ -161,7 +150,7 @@ async def test_sigkill_then_restart_cleans_up_pods_deleted_while_down(
     uids = {}
     for name in ("keep", "drop"):
         created = await kube.request(
-            "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(name, served.node)
+            "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(name, served.node)
         )
         uids[name] = created["metadata"]["uid"]
 
