@@ -90,15 +90,24 @@ def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) 
         )
 
 
-def bound_gpu_pod(name: str, node: str, *, gpus: int = 1, grace_seconds: int | None = None) -> dict[str, Any]:
+def bound_gpu_pod(
+    name: str,
+    node: str,
+    *,
+    gpus: int = 1,
+    grace_seconds: int | None = None,
+    env: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A bare Pod already bound to ``node`` (``nodeName``: no scheduler involved), tolerating the
-    virtual node's taint, one container asking for ``gpus`` GPUs."""
+    virtual node's taint, one container ``server`` asking for ``gpus`` GPUs (with ``env``)."""
+    container: dict[str, Any] = {"name": "server", "image": "img:1"}
+    if env is not None:
+        container["env"] = env
+    container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
     spec: dict[str, Any] = {
         "nodeName": node,
         "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-        "containers": [
-            {"name": "server", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-        ],
+        "containers": [container],
     }
     if grace_seconds is not None:
         spec["terminationGracePeriodSeconds"] = grace_seconds
