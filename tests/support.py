@@ -14,6 +14,10 @@ from typing import Any
 
 import httpx
 
+from vkprovider.kube.client import MERGE_PATCH, KubeClient
+from vkprovider.kube.errors import KubeConflict
+from vkprovider.retry import retrying
+
 
 async def eventually(
     check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.2
@@ -74,6 +78,25 @@ async def ledger_entry(cloud_url: str, uid: str) -> dict[str, Any]:
         entries = (await http.get("/admin/ledger")).json()["entries"]
     (entry,) = [e for e in entries if e["uid"] == uid]
     return dict(entry)
+
+
+async def edit_node_taints(
+    kube: KubeClient, node: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+) -> None:
+    """A second writer's change to a Node's ``spec.taints``, done the careful way: read, ``edit``,
+    write guarded by the read's ``resourceVersion``, and on a 409 read again and redo (with
+    backoff), as the gate's and the node agent's own writers do. The agent writes the Node's
+    status every few seconds, so an unretried guarded write meets a 409 now and then (1 in 200
+    measured against a running agent): a test failure that says nothing about the code."""
+    async for attempt in retrying(base=0.02, cap=1.0, attempts=10, retry_on=(KubeConflict,)):
+        with attempt:
+            body = await kube.request("GET", f"/api/v1/nodes/{node}")
+            taints = edit(list(body["spec"].get("taints") or []))
+            patch = {
+                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints},
+            }
+            await kube.request("PATCH", f"/api/v1/nodes/{node}", body=patch, content_type=MERGE_PATCH)
 
 
 def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:

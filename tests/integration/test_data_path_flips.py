@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration import datapath_support
 from tests.integration.datapath_support import JSON, external, ready_pods, setup
-from tests.support import eventually, ledger_entry
+from tests.support import edit_node_taints, eventually, ledger_entry
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.kwok import GPU_POOL_LABEL, GPU_POOL_VALUE, SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.devcluster.loadgen import LoadReport, run_load
@@ -110,14 +110,11 @@ def either_side(name: str, vnode: str, replicas: int, grace: int) -> JSON:
 
 
 async def set_taints(kube: KubeClient, node: str, home_first: bool) -> None:
-    body = await kube.request("GET", f"/api/v1/nodes/{node}")
-    taints = [t for t in (body["spec"].get("taints") or []) if t["key"] != HOME_FIRST["key"]]
-    if home_first:
-        taints.append(HOME_FIRST)
-    patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-    await kube.request(
-        "PATCH", f"/api/v1/nodes/{node}", body=patch, content_type="application/merge-patch+json"
-    )
+    def edit(taints: list[JSON]) -> list[JSON]:
+        kept = [t for t in taints if t["key"] != HOME_FIRST["key"]]
+        return [*kept, HOME_FIRST] if home_first else kept
+
+    await edit_node_taints(kube, node, edit)
 
 
 async def cordon(kube: KubeClient, nodes: list[str], unschedulable: bool) -> None:
