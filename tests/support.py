@@ -12,6 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from vkprovider.kube.client import MERGE_PATCH, KubeClient
+from vkprovider.kube.errors import KubeConflict
+from vkprovider.retry import retrying
+
 
 async def eventually(
     check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.2
@@ -65,6 +71,34 @@ async def fakecloud_process(config: dict[str, Any], directory: Path) -> AsyncIte
             await process.wait()
 
 
+async def ledger_entry(cloud_url: str, uid: str) -> dict[str, Any]:
+    """Fakecloud's ledger entry (``/admin/ledger``) for pod ``uid``'s one deployment: the cloud's
+    own record of when it started and ended, independent of what vkprovider says."""
+    async with httpx.AsyncClient(base_url=cloud_url) as http:
+        entries = (await http.get("/admin/ledger")).json()["entries"]
+    (entry,) = [e for e in entries if e["uid"] == uid]
+    return dict(entry)
+
+
+async def edit_node_taints(
+    kube: KubeClient, node: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+) -> None:
+    """A second writer's change to a Node's ``spec.taints``, done the careful way: read, ``edit``,
+    write guarded by the read's ``resourceVersion``, and on a 409 read again and redo (with
+    backoff), as the gate's and the node agent's own writers do. The agent writes the Node's
+    status every few seconds, so an unretried guarded write meets a 409 now and then (1 in 200
+    measured against a running agent): a test failure that says nothing about the code."""
+    async for attempt in retrying(base=0.02, cap=1.0, attempts=10, retry_on=(KubeConflict,)):
+        with attempt:
+            body = await kube.request("GET", f"/api/v1/nodes/{node}")
+            taints = edit(list(body["spec"].get("taints") or []))
+            patch = {
+                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints},
+            }
+            await kube.request("PATCH", f"/api/v1/nodes/{node}", body=patch, content_type=MERGE_PATCH)
+
+
 def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
     """``vkprovider <command> --config <config>`` in a process of its own against ``kubeconfig``,
     its output appended to ``log``; the caller stops it (by its PID) and waits for it."""
@@ -74,8 +108,33 @@ def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) 
             [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             env=env,
         )
+
+
+def bound_gpu_pod(
+    name: str,
+    node: str,
+    *,
+    gpus: int = 1,
+    grace_seconds: int | None = None,
+    env: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A bare Pod already bound to ``node`` (``nodeName``: no scheduler involved), tolerating the
+    virtual node's taint, one container ``server`` asking for ``gpus`` GPUs (with ``env``)."""
+    container: dict[str, Any] = {"name": "server", "image": "img:1"}
+    if env is not None:
+        container["env"] = env
+    container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        "containers": [container],
+    }
+    if grace_seconds is not None:
+        spec["terminationGracePeriodSeconds"] = grace_seconds
+    return {"metadata": {"name": name}, "spec": spec}
 
 
 def gpu_worker_pod(node: str, *, run_seconds: float, grace_seconds: int) -> dict[str, Any]:

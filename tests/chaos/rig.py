@@ -26,10 +26,9 @@ from vkprovider_fakecloud.server import FakeCloudServer
 from tests.chaos import controlplane, jobs
 from tests.chaos.faults import FAULTS, GLITCH_KNOBS
 from tests.chaos.proxy import TcpProxy
-from tests.chaos.serve import Replica, plugin_command, write_config
+from tests.chaos.serve import Replica, plugin_command, serve_config
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.datapath import provider_range
-from vkprovider.devcluster.process import free_port
 from vkprovider.sim.local import inference_deployment
 
 JSON = dict[str, Any]
@@ -132,16 +131,10 @@ class Rig:
             await proxy.start()
             self.proxies[identity] = proxy
             kubeconfig = self._kubeconfig_via(proxy.port, identity)
-            port = free_port()
-            config = write_config(
-                self.workdir / f"{identity}.yaml",
-                node=self.node,
-                identity=identity,
-                admin_port=port,
-                providers=providers,
-                lease=lease,
+            config = serve_config(node=self.node, identity=identity, providers=providers, lease=lease)
+            replica = Replica.configured(
+                config, self.workdir / f"{identity}.yaml", kubeconfig, identity=identity
             )
-            replica = Replica(identity, config, self.workdir / f"{identity}.log", port, kubeconfig)
             replica.start()
             self.replicas.append(replica)
         await self.wait_for(self._one_ready, timeout=120)
@@ -442,7 +435,7 @@ class Rig:
 
     async def stop(self) -> None:
         for replica in self.replicas:
-            await replica.stop()
+            await replica.close()
         for proxy in self.proxies.values():
             await proxy.stop()
         if self._kube is not None:

@@ -11,14 +11,12 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import yaml
+from tests.serve_process import ServeProcess
 
 
 def plugin_command(name: str, settings: Path) -> list[str]:
@@ -36,38 +34,20 @@ def plugin_command(name: str, settings: Path) -> list[str]:
     ]
 
 
-@dataclass
-class Replica:
+@dataclass(kw_only=True)
+class Replica(ServeProcess):
+    """A serve process with a leader-election identity, killed and restarted by the chaos."""
+
     identity: str
-    config: Path
-    log: Path
-    admin_port: int
-    kubeconfig: Path
-    proc: subprocess.Popen[bytes] | None = None
     kills: int = 0
     #: set while the test holds the replica down (between a kill and the restart)
     held_down: bool = False
     #: (return code, last log lines) of exits the test did not cause
     exits: list[tuple[int, str]] = field(default_factory=list)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
-
     def start(self) -> None:
         self.held_down = False
-        env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(self.kubeconfig)}
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "vkprovider", "serve", "--config", str(self.config)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        super().start()
 
     def check(self) -> None:
         """Record and restart an exit nobody asked for (a crash or a fatal error)."""
@@ -82,10 +62,8 @@ class Replica:
         assert self.proc is not None
         self.held_down = True
         plugins = self.children()
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(sig)
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.proc.wait), 30)
+            await self.stop(sig)
         except TimeoutError:
             self.proc.kill()
             await asyncio.to_thread(self.proc.wait)
@@ -95,7 +73,8 @@ class Replica:
                     os.kill(pid, signal.SIGKILL)
         self.kills += 1
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
+        """SIGTERM if it still runs, its plugin processes stopped as after a kill."""
         if self.alive():
             await self.kill(signal.SIGTERM)
 
@@ -117,35 +96,15 @@ class Replica:
                 found.append(int(entry.name))
         return found
 
-    async def state(self, client: httpx.AsyncClient) -> dict[str, Any] | None:
-        try:
-            response = await client.get(self.url + "/state", timeout=5)
-            return dict(response.json()) if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
 
-    async def ready(self, client: httpx.AsyncClient) -> bool:
-        try:
-            return (await client.get(self.url + "/readyz", timeout=5)).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    async def healthy(self, client: httpx.AsyncClient) -> bool:
-        try:
-            return (await client.get(self.url + "/healthz", timeout=5)).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-
-def write_config(
-    path: Path,
+def serve_config(
     *,
     node: str,
     identity: str,
-    admin_port: int,
     providers: list[dict[str, Any]],
     lease: str | None,
-) -> Path:
+) -> dict[str, Any]:
+    """A replica's config (``tests.serve_process`` adds the free admin port when it writes it)."""
     config: dict[str, Any] = {
         "node": {"name": node, "lease_renew_seconds": 2, "status_update_seconds": 5, "probe_seconds": 2},
         "kube": {"qps": 50, "burst": 100},
@@ -159,7 +118,6 @@ def write_config(
             "drain_timeout_seconds": 2,
         },
         "placement": {"offer_refresh_seconds": 2, "blocklist_ttl_seconds": 10},
-        "http": {"admin_port": admin_port},
         "providers": providers,
         "log_level": "INFO",
     }
@@ -170,5 +128,4 @@ def write_config(
             "lease_name": lease,
             "identity": identity,
         }
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return config

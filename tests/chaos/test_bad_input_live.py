@@ -19,10 +19,9 @@ import pytest
 from hypothesis.errors import NonInteractiveExampleWarning
 
 from tests.chaos.badinput import EXISTING, pod_specs
-from tests.chaos.serve import Replica, write_config
+from tests.chaos.serve import Replica, serve_config
 from tests.support import eventually, fakecloud_process
 from vkprovider.devcluster import Cluster
-from vkprovider.devcluster.process import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -118,16 +117,13 @@ async def test_a_sample_of_bad_pods_through_the_live_node(cluster: Cluster, tmp_
 async def _run_sample(
     cluster: Cluster, tmp_path: Path, node: str, namespace: str, sample: list[JSON], cloud_url: str
 ) -> None:
-    port = free_port()
-    config = write_config(
-        tmp_path / "serve.yaml",
+    config = serve_config(
         node=node,
         identity="fuzz",
-        admin_port=port,
         providers=[{"name": "cheap", "adapter": "fakecloud", "settings": {"url": cloud_url}}],
         lease=None,
     )
-    replica = Replica("fuzz", config, tmp_path / "serve.log", port, cluster.kubeconfig)
+    replica = Replica.configured(config, tmp_path / "serve.yaml", cluster.kubeconfig, identity="fuzz")
     replica.start()
     outcomes: Counter[str] = Counter()
     try:
@@ -187,7 +183,7 @@ async def _run_sample(
             assert replica.proc.pid == pid and not replica.exits, replica.exits  # never restarted
             assert ends["fuzz-0"] == "Running", f"the well-formed control pod ended {ends['fuzz-0']!r}"
     finally:
-        await replica.stop()
+        await replica.close()
         async with cluster.http() as kube:
             await kube.delete(f"/api/v1/namespaces/{namespace}")
 

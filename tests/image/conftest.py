@@ -12,11 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.image.image_support import built_image
 from vkprovider.devcluster import Cluster, metrics_server
-from vkprovider.devcluster import image as image_build
-from vkprovider.devcluster.containers import Unavailable
 from vkprovider.devcluster.kubelet_node import NodeUnavailable, RealNode, unavailable
-from vkprovider.devcluster.process import StartupError
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +23,7 @@ def image() -> str:
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    try:
-        return image_build.ensure()
-    except Unavailable as exc:
-        pytest.skip(f"containers cannot run here: {exc}")
-    except StartupError as exc:
-        pytest.fail(f"the image does not build: {exc}")
+    return built_image()
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ import yaml
 from cryptography import x509
 
 from tests.image.docs_shell import DocShell, Substitution, block, commands, substitute
+from tests.image.image_support import MARKS
 from tests.image.real_node_support import (
     JSON,
     NAMESPACE,
@@ -51,11 +52,7 @@ from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.kubelet_node import RealNode
 from vkprovider.devcluster.process import free_port
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.image,
-    pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`"),
-]
+pytestmark = MARKS
 
 CLOUDS = ("fakecloud-cheap", "fakecloud-premium")
 BURST = "burst"  # a Deployment in the served namespace: drain needs a controller to evict

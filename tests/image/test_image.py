@@ -41,22 +41,18 @@ import httpx
 import pytest
 import yaml
 
-from tests.support import eventually
+from tests.image.image_support import MARKS, built_image
+from tests.support import bound_gpu_pod, eventually
 from tests.unit.deploy import rendering
 from vkprovider.cli import main as vkprovider_main
 from vkprovider.devcluster import Cluster
-from vkprovider.devcluster import image as image_build
 from vkprovider.devcluster.audit import accesses, read_events
-from vkprovider.devcluster.containers import ULIMITS, Engines, Unavailable
-from vkprovider.devcluster.process import StartupError, free_port
+from vkprovider.devcluster.containers import ULIMITS, Engines
+from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import fakecloud_module
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.image,
-    pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`"),
-]
+pytestmark = MARKS
 
 JSON = dict[str, Any]
 NAMESPACE, ACCOUNT = rendering.SERVICE_ACCOUNT
@@ -93,14 +89,8 @@ def pod_spec(demo: list[JSON]) -> JSON:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    """The image, built by ``make image`` (or here, reusing its layer cache); a skip naming the
-    reason where containers cannot be built or run."""
-    try:
-        return image_build.ensure()
-    except Unavailable as exc:
-        pytest.skip(f"containers cannot run here: {exc}")
-    except StartupError as exc:
-        pytest.fail(f"the image does not build: {exc}")
+    """The image, built by ``make image`` (or here, reusing its layer cache)."""
+    return built_image()
 
 
 @pytest.fixture(scope="module")
@@ -366,19 +356,6 @@ def probe_paths(spec: JSON) -> dict[str, str]:
     }
 
 
-def gpu_pod(name: str) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": NODE,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [
-                {"name": "server", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ],
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def kubelet(image: str, pod_spec: JSON, cluster: Cluster, service_account: Path) -> Kubelet:
     api_port = int(cluster.server.rsplit(":", 1)[1])
@@ -433,7 +410,7 @@ async def test_a_pod_goes_running_and_is_deleted(
 ) -> None:
     pods = f"/api/v1/namespaces/{SERVED}/pods"
     name = f"gpu-{uuid.uuid4().hex[:6]}"
-    await admin.request("POST", pods, body=gpu_pod(name))
+    await admin.request("POST", pods, body=bound_gpu_pod(name, NODE))
 
     async def running() -> JSON | None:
         pod = await admin.request("GET", f"{pods}/{name}")
@@ -488,7 +465,7 @@ async def test_kubectl_logs_reaches_the_kubelet_api_in_the_container(
     assert await asyncio.to_thread(vkprovider_main, approve) == 0
     pods = f"/api/v1/namespaces/{SERVED}/pods"
     name = f"logs-{uuid.uuid4().hex[:6]}"
-    await admin.request("POST", pods, body=gpu_pod(name))
+    await admin.request("POST", pods, body=bound_gpu_pod(name, NODE))
     try:
 
         async def started() -> str | None:

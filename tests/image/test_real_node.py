@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.image.image_support import MARKS
 from tests.image.real_node_support import (
     FAKECLOUDS,
     JSON,
@@ -44,16 +45,11 @@ from tests.image.real_node_support import (
     pods,
     ready,
 )
-from tests.support import eventually
-from tests.unit.deploy import rendering
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.kubelet_node import RealNode
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.image,
-    pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`"),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
@@ -176,18 +172,8 @@ async def test_a_burst_pod_runs_and_its_logs_come_through_the_pods_kubelet_api(
     await eventually(approved, timeout=120, interval=2)
 
     name = "burst-logs"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": SERVED},
-        "spec": {
-            "nodeName": NODE,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [
-                {"name": "server", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ],
-        },
-    }
+    pod = {"apiVersion": "v1", "kind": "Pod", **bound_gpu_pod(name, NODE)}
+    pod["metadata"]["namespace"] = SERVED
     kubectl_stdin(cluster, json.dumps(pod), "apply", "-f", "-")
     try:
 

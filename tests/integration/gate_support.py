@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.support import background
+from tests.support import background, edit_node_taints
 from vkprovider.devcluster import kwok
 from vkprovider.gate.config import GateConfig
 from vkprovider.gate.loop import Gate
@@ -129,13 +129,8 @@ async def node_taints(kube: KubeClient, node: str) -> list[JSON]:
 
 
 async def add_foreign_taint(kube: KubeClient, node: str) -> None:
-    """Another writer's taint, written the careful way (resourceVersion-guarded)."""
-    body = await kube.request("GET", f"/api/v1/nodes/{node}")
-    taints = [*(body["spec"].get("taints") or []), FOREIGN_TAINT]
-    patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-    await kube.request(
-        "PATCH", f"/api/v1/nodes/{node}", body=patch, content_type="application/merge-patch+json"
-    )
+    """Another writer's taint, written the careful way (resourceVersion-guarded, redone on a 409)."""
+    await edit_node_taints(kube, node, lambda taints: [*taints, FOREIGN_TAINT])
 
 
 _EVICTED = re.compile(r'^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*"Evicted pod" pod="([^"]+)"')

@@ -13,12 +13,11 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from tests.integration import datapath_support
 from tests.integration.datapath_support import JSON, external, ready_pods, setup
-from tests.support import eventually
+from tests.support import edit_node_taints, eventually, ledger_entry
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.kwok import GPU_POOL_LABEL, GPU_POOL_VALUE, SERVE_THROUGH_GRACE_ANNOTATION
 from vkprovider.devcluster.loadgen import LoadReport, run_load
@@ -35,13 +34,6 @@ dp_cluster, vnode, ns = datapath_support.dp_cluster, datapath_support.vnode, dat
 HOME_FIRST = {"key": "test.vkprovider.io/home-first", "value": "true", "effect": "NoSchedule"}
 SLOW_MS = 3000
 IN_FLIGHT = 6
-
-
-async def ledger(vnode: VirtualNode, uid: str) -> JSON:
-    async with httpx.AsyncClient(base_url=vnode.clouds["routed"].url) as http:
-        entries = (await http.get("/admin/ledger")).json()["entries"]
-    (entry,) = [e for e in entries if e["uid"] == uid]
-    return dict(entry)
 
 
 async def test_a_deleted_external_replica_finishes_its_slow_requests_before_it_stops(
@@ -79,7 +71,7 @@ async def test_a_deleted_external_replica_finishes_its_slow_requests_before_it_s
     assert {answer["pod_uid"] for _, answer in finished} == {uid}  # all held by the deleted replica
 
     async def ended() -> JSON | None:
-        entry = await ledger(vnode, uid)
+        entry = await ledger_entry(vnode.clouds["routed"].url, uid)
         return entry if entry["ended_at"] is not None else None
 
     entry = await eventually(ended)
@@ -118,14 +110,11 @@ def either_side(name: str, vnode: str, replicas: int, grace: int) -> JSON:
 
 
 async def set_taints(kube: KubeClient, node: str, home_first: bool) -> None:
-    body = await kube.request("GET", f"/api/v1/nodes/{node}")
-    taints = [t for t in (body["spec"].get("taints") or []) if t["key"] != HOME_FIRST["key"]]
-    if home_first:
-        taints.append(HOME_FIRST)
-    patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-    await kube.request(
-        "PATCH", f"/api/v1/nodes/{node}", body=patch, content_type="application/merge-patch+json"
-    )
+    def edit(taints: list[JSON]) -> list[JSON]:
+        kept = [t for t in taints if t["key"] != HOME_FIRST["key"]]
+        return [*kept, HOME_FIRST] if home_first else kept
+
+    await edit_node_taints(kube, node, edit)
 
 
 async def cordon(kube: KubeClient, nodes: list[str], unschedulable: bool) -> None:
@@ -221,7 +210,7 @@ async def test_no_request_fails_while_local_replicas_are_preempted_out_and_come_
         failures = [(round(r.t - t0, 2), r.error) for r in report.records if r.failed]
         assert report.failed == 0, (report.to_json(), marks, failures[:5], failures[-5:])
         assert report.by_where().keys() == {"local", "routed"}
-        ended = [await ledger(vnode, p["metadata"]["uid"]) for p in away]
+        ended = [await ledger_entry(vnode.clouds["routed"].url, p["metadata"]["uid"]) for p in away]
         assert all(e["ended_at"] is not None and e["end_reason"] == "deleted" for e in ended), ended
     finally:
         await cordon(kube, local_nodes, False)

@@ -34,7 +34,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from tests.support import eventually
+from tests.support import bound_gpu_pod, eventually
 from tests.unit.deploy import rendering
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster, kwok
@@ -292,24 +292,6 @@ class Replica:
         return await asyncio.wait_for(asyncio.to_thread(self.proc.wait), 60)
 
 
-def gpu_pod(name: str, env: list[JSON]) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": NODE,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "server",
-                    "image": "img:1",
-                    "env": env,
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ],
-        },
-    }
-
-
 async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
     applied: Cluster, tmp_path: Path
 ) -> None:
@@ -359,9 +341,11 @@ async def test_serve_as_the_service_account_then_the_audit_log_shows_every_rule(
         pods = f"/api/v1/namespaces/{ns}/pods"
         model = {"name": "MODEL", "valueFrom": {"configMapKeyRef": {"name": "model", "key": "name"}}}
         token = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
-        await admin.request("POST", pods, body=gpu_pod("served", [model]))
-        await admin.request("POST", pods, body=gpu_pod("needs-secret", [token]))
-        await admin.request("POST", f"/api/v1/namespaces/{other}/pods", body=gpu_pod("not-served", [token]))
+        await admin.request("POST", pods, body=bound_gpu_pod("served", NODE, env=[model]))
+        await admin.request("POST", pods, body=bound_gpu_pod("needs-secret", NODE, env=[token]))
+        await admin.request(
+            "POST", f"/api/v1/namespaces/{other}/pods", body=bound_gpu_pod("not-served", NODE, env=[token])
+        )
 
         async def phase(name: str, wanted: str) -> JSON | None:
             pod = await admin.request("GET", f"{pods}/{name}")

@@ -12,10 +12,9 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support import eventually
+from tests.support import eventually, ledger_entry
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
 from vkprovider.sim.local import VirtualNode, cloud_config, inference_deployment, start_virtual_node
@@ -61,10 +60,27 @@ async def endpoints(kube: KubeClient, namespace: str, service: str) -> dict[str,
 
 async def bill(node: VirtualNode, uid: str) -> JSON:
     """fakecloud's ledger entry for the pod's deployment: the independent record of its delete."""
-    async with httpx.AsyncClient(base_url=node.clouds["routed"].url) as http:
-        entries = (await http.get("/admin/ledger")).json()["entries"]
-    (entry,) = [e for e in entries if e["uid"] == uid]
-    return dict(entry)
+    return await ledger_entry(node.clouds["routed"].url, uid)
+
+
+async def bill_ended(node: VirtualNode, uid: str) -> JSON:
+    """The pod's ledger entry once its deployment has ended."""
+
+    async def ended() -> JSON | None:
+        found = await bill(node, uid)
+        return found if found["ended_at"] is not None else None
+
+    done: JSON = await eventually(ended)
+    return done
+
+
+async def unpublished(kube: KubeClient, namespace: str, service: str, uid: str) -> None:
+    """Until the pod's endpoint is gone from vkprovider's slices of ``service``."""
+
+    async def gone() -> bool:
+        return uid not in await endpoints(kube, namespace, service)
+
+    await eventually(gone)
 
 
 async def start(
@@ -123,21 +139,13 @@ async def assert_drained(
         )
         return "Draining" in {e["reason"] for e in events["items"]}
 
-    async def ended() -> JSON | None:
-        found = await bill(node, uid)
-        return found if found["ended_at"] is not None else None
-
-    done = await eventually(ended)
+    done = await bill_ended(node, uid)
     assert done["end_reason"] == "deleted"
     # fakecloud and the apiserver share this host's clock: the stop came after the grace period.
     assert done["ended_at"] >= deadline.replace(tzinfo=UTC).timestamp()
 
     await eventually(announced)
-
-    async def unpublished() -> bool:
-        return uid not in await endpoints(kube, namespace, service)
-
-    await eventually(unpublished)
+    await unpublished(kube, namespace, service, uid)
 
 
 async def test_a_deleted_external_replica_drains_before_its_deployment_stops(
@@ -172,17 +180,8 @@ async def test_a_force_delete_skips_the_drain(vnode: VirtualNode, namespace: str
     await kube.request(
         "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"gracePeriodSeconds": 0}
     )
-
-    async def ended() -> JSON | None:
-        found = await bill(vnode, uid)
-        return found if found["ended_at"] is not None else None
-
-    assert (await eventually(ended))["end_reason"] == "deleted"
-
-    async def unpublished() -> bool:
-        return uid not in await endpoints(kube, namespace, "force")
-
-    await eventually(unpublished)
+    assert (await bill_ended(vnode, uid))["end_reason"] == "deleted"
+    await unpublished(kube, namespace, "force", uid)
 
 
 async def test_a_restart_mid_drain_keeps_the_deadline_the_pod_carries(
@@ -205,12 +204,7 @@ async def test_a_restart_mid_drain_keeps_the_deadline_the_pod_carries(
     await vnode.restart()
     kube = vnode.kube
     assert kube is not None
-
-    async def ended() -> JSON | None:
-        found = await bill(vnode, uid)
-        return found if found["ended_at"] is not None else None
-
-    done = await eventually(ended)
+    done = await bill_ended(vnode, uid)
     assert done["end_reason"] == "deleted"
     # The new process did not stop it at once: it waited for the deadline the pod carries.
     assert done["ended_at"] >= deadline.replace(tzinfo=UTC).timestamp()

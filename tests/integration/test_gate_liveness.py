@@ -24,6 +24,7 @@ from tests.integration.gate_support import (
     node_taints,
     running_gate,
 )
+from tests.serve_process import ServeProcess
 from tests.support import background, eventually, vkprovider_process
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
@@ -258,35 +259,31 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
 ) -> None:
     """``serve`` with a gate taints; the operator removes ``gate:`` and restarts ``serve``: its
     node agent removes the taint the gate left (the heartbeat stopped with the gate)."""
-    from tests.integration.test_gate_serve import GATE, stop, write_config
+    from tests.integration.test_gate_serve import GATE, serve_config
 
     node = f"vk-{uuid.uuid4().hex[:8]}"
-    log = tmp_path / "serve.log"
-    proc = vkprovider_process(
-        "serve",
-        write_config(tmp_path, node, cloud.url, {**GATE, "signal_timeout_seconds": 8}),
-        cluster.kubeconfig,
-        log,
+    config = tmp_path / "serve.yaml"
+    serve = ServeProcess.configured(
+        serve_config(node, cloud.url, {**GATE, "signal_timeout_seconds": 8}), config, cluster.kubeconfig
     )
+    serve.start()
     try:
 
         async def serve_tainted() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert serve.alive(), serve.log_tail()
             with contextlib.suppress(Exception):
                 return await tainted(kube, node)
             return False  # not registered yet
 
         await eventually(serve_tainted, timeout=90)
-        assert await stop(proc) == 0
+        assert await serve.stop() == 0
         assert await tainted(kube, node)  # nothing runs: nothing removes it yet
-        no_gate = write_config(tmp_path, node, cloud.url, None)
-        proc = vkprovider_process("serve", no_gate, cluster.kubeconfig, log)
+        serve = ServeProcess.configured(serve_config(node, cloud.url, None), config, cluster.kubeconfig)
+        serve.start()
         await eventually(lambda: _untainted(kube, node), timeout=90)
         (event,) = await node_events(kube, node, "GateHeartbeatExpired")
         assert "/serve' stopped renewing" in event["message"]
-        assert await stop(proc) == 0
+        assert await serve.stop() == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        await serve.close()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")

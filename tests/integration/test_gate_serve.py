@@ -4,9 +4,7 @@ stops start-up with the field named."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -15,12 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
-from tests.support import eventually, vkprovider_process
+from tests.serve_process import ServeProcess, write_config
+from tests.support import eventually
 from vkprovider.devcluster import Cluster
-from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
 
 pytestmark = pytest.mark.cluster
@@ -28,54 +25,44 @@ pytestmark = pytest.mark.cluster
 GATE = {"taint_at_free_gpus": 1, "dwell_seconds": 0, "min_flip_interval_seconds": 0, "interval_seconds": 0.5}
 
 
-def write_config(tmp_path: Path, node: str, cloud_url: str, gate: dict[str, Any] | None) -> Path:
-    config = {
+def serve_config(node: str, cloud_url: str, gate: dict[str, Any] | None) -> dict[str, Any]:
+    """``serve`` (or ``gate``) for ``node`` over fakecloud ``remote``, with ``gate``."""
+    return {
         "node": {"name": node, "lease_renew_seconds": 1, "status_update_seconds": 2, "probe_seconds": 1},
         "pods": {"drain_timeout_seconds": 2},
-        "http": {"admin_port": free_port()},
         "providers": [{"name": "remote", "adapter": "fakecloud", "settings": {"url": cloud_url}}],
         "gate": gate,
     }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-async def stop(proc: subprocess.Popen[bytes]) -> int:
-    proc.send_signal(signal.SIGTERM)
-    return await asyncio.wait_for(asyncio.to_thread(proc.wait), 30)
 
 
 async def test_serve_runs_the_gate_and_sigterm_leaves_its_taint(
     cluster: Cluster, cloud: Any, kube: KubeClient, tmp_path: Path
 ) -> None:
     node = f"vk-{uuid.uuid4().hex[:8]}"
-    log = tmp_path / "serve.log"
-    config = write_config(tmp_path, node, cloud.url, GATE)
-    proc = vkprovider_process("serve", config, cluster.kubeconfig, log)
+    serve = ServeProcess.configured(
+        serve_config(node, cloud.url, GATE), tmp_path / "serve.yaml", cluster.kubeconfig
+    )
+    serve.start()
     try:
 
         async def tainted() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert serve.alive(), serve.log_tail()
             try:
                 return any(t["key"] == GATE_TAINT for t in await node_taints(kube, node))
             except Exception:
                 return False  # the node is not registered yet
 
         await eventually(tainted, timeout=90)
-        admin_port = yaml.safe_load(config.read_text())["http"]["admin_port"]
         async with httpx.AsyncClient() as client:
-            state = (await client.get(f"http://127.0.0.1:{admin_port}/state")).json()
+            state = (await client.get(f"{serve.url}/state")).json()
         assert state["gate"]["tainted"] is True and state["gate"]["signal"] == "kube"
         assert state["gate"]["recent_flips"][0]["reason"] == "LocalCapacityAvailable"
-        assert await stop(proc) == 0
+        assert await serve.stop() == 0
         taints = await node_taints(kube, node)
         assert GATE_TAINT in [t["key"] for t in taints]  # stopping never removes it
-        assert "gate running on node" in log.read_text()
+        assert "gate running on node" in serve.log.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        await serve.close()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")
 
 
@@ -84,7 +71,8 @@ def test_a_selector_matching_no_node_is_refused_at_start_up(
     cluster: Cluster, cloud: Any, tmp_path: Path, command: str
 ) -> None:
     gate = {**GATE, "signal": {"kind": "kube", "kube": {"node_selector": "pool=no-such-pool"}}}
-    config = write_config(tmp_path, f"vk-{uuid.uuid4().hex[:8]}", cloud.url, gate)
+    config = tmp_path / "config.yaml"
+    write_config(config, serve_config(f"vk-{uuid.uuid4().hex[:8]}", cloud.url, gate))
     result = subprocess.run(
         [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
         capture_output=True,
@@ -102,19 +90,18 @@ async def test_standalone_gate_taints_and_sigterm_leaves_it(
 ) -> None:
     node = f"vk-{uuid.uuid4().hex[:8]}"
     await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
-    log = tmp_path / "gate.log"
-    proc = vkprovider_process("gate", write_config(tmp_path, node, cloud.url, GATE), cluster.kubeconfig, log)
+    config = serve_config(node, cloud.url, GATE)
+    gate = ServeProcess.configured(config, tmp_path / "gate.yaml", cluster.kubeconfig, command="gate")
+    gate.start()
     try:
 
         async def tainted() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert gate.alive(), gate.log_tail()
             return any(t["key"] == GATE_TAINT for t in await node_taints(kube, node))
 
         await eventually(tainted, timeout=60)
-        assert await stop(proc) == 0
+        assert await gate.stop() == 0
         assert GATE_TAINT in [t["key"] for t in await node_taints(kube, node)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        await gate.close()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")

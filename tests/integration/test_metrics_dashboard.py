@@ -11,7 +11,6 @@ have values: a query that returns nothing fails the test, named with its panel.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
@@ -23,13 +22,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import eventually
+from tests.integration.service_support import Running, running_service
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.prometheus import binary, start_prometheus
 from vkprovider.kube.client import KubeClient
-from vkprovider.service import Service
-from vkprovider.sim.local import cloud_config, fakecloud_module
+from vkprovider.sim.local import cloud_config
 
 pytestmark = [
     pytest.mark.cluster,
@@ -68,20 +67,6 @@ def substitute(expr: str, variables: list[str]) -> str:
     return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
 
 
-def gpu_pod(name: str, node: str, gpus: int = 1) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-            ],
-        },
-    }
-
-
 def settings(cluster: Cluster, node: str, clouds: dict[str, Any]) -> Settings:
     return Settings.model_validate(
         {
@@ -105,36 +90,19 @@ def settings(cluster: Cluster, node: str, clouds: dict[str, Any]) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def serving(cluster: Cluster, kube: KubeClient) -> AsyncIterator[tuple[Service, dict[str, Any], str]]:
-    clouds = {
-        "cheap": fakecloud_module("server").FakeCloudServer(cloud_config("cheap", 1.0)),
-        "backup": fakecloud_module("server").FakeCloudServer(cloud_config("backup", 2.5)),
-    }
-    for cloud in clouds.values():
-        await cloud.start()
+async def serving(cluster: Cluster, kube: KubeClient) -> AsyncIterator[Running]:
+    """The service over clouds ``cheap`` (1.0/h) and ``backup`` (2.5/h), its gate reading a
+    GPU-less local pool of one node made for it (deleted afterwards)."""
     node = f"vk-{uuid.uuid4().hex[:8]}"
     local = {"metadata": {"name": f"local-{node}", "labels": {"pool": f"local-{node}"}}}
     await kube.request("POST", "/api/v1/nodes", body=local)  # no kubelet: never Ready, no GPUs
-    service = Service(settings(cluster, node, clouds))
-    task = asyncio.create_task(service.run())
+    clouds = {"cheap": cloud_config("cheap", 1.0), "backup": cloud_config("backup", 2.5)}
     try:
-
-        async def synced() -> bool:
-            assert not task.done(), task
-            return service.controller is not None and service.controller.synced.is_set()
-
-        await eventually(synced, timeout=60)
-        yield service, clouds, node
+        async with running_service(cluster, clouds, settings=settings, node=node) as svc:
+            yield svc
     finally:
-        service.stopping.set()
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(30):
-                await task
-        for name in (node, f"local-{node}"):
-            with contextlib.suppress(Exception):
-                await kube.request("DELETE", f"/api/v1/nodes/{name}")
-        for cloud in clouds.values():
-            await cloud.stop()
+            await kube.request("DELETE", f"/api/v1/nodes/local-{node}")
 
 
 async def query(prom: httpx.AsyncClient, expr: str) -> list[JSON]:
@@ -155,9 +123,9 @@ async def test_every_dashboard_query_returns_data_from_the_running_service(
 
     kube = await KubeClient.connect(str(cluster.kubeconfig))
     try:
-        async with serving(cluster, kube) as (service, clouds, node):
-            assert service.admin is not None
-            target = f"127.0.0.1:{service.admin.port}"
+        async with serving(cluster, kube) as svc:
+            assert svc.service.admin is not None
+            target = f"127.0.0.1:{svc.service.admin.port}"
             prom_proc, url = await start_prometheus(tmp_path / "prom", [target], interval_seconds=1)
             try:
                 async with httpx.AsyncClient(base_url=url, timeout=10) as prom:
@@ -167,7 +135,7 @@ async def test_every_dashboard_query_returns_data_from_the_running_service(
                         return any(r["value"][1] == "1" for r in up)
 
                     await eventually(scraped, timeout=60)  # scraping before anything happens
-                    await place_pods(kube, namespace, node, clouds["cheap"].url)
+                    await place_pods(kube, namespace, svc.node, svc.clouds["cheap"].url)
                     await check_dashboard(prom, queries)
                     await check_variables(prom, dashboard)
                     await settled(lambda: check_figures(prom, namespace))
@@ -184,9 +152,13 @@ async def place_pods(kube: KubeClient, namespace: str, node: str, cheap_url: str
         (await cheap.post("/admin/rules", json={**rule, "times": 1})).raise_for_status()
     names = ["a", "b", "c"]
     for name in names:
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(name, node))
+        await kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(name, node, grace_seconds=1)
+        )
     await kube.request(  # no offer has 8 GPUs: it stays Pending, unplaced
-        "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("too-big", node, gpus=8)
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        body=bound_gpu_pod("too-big", node, gpus=8, grace_seconds=1),
     )
 
     async def running() -> bool:

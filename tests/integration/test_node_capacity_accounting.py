@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_node_outage import Running, running_pods, running_service
+from tests.integration.service_support import Running, running_pods, running_service
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.sim.local import fakecloud_module, inference_deployment

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tests.node_fakes import SwitchableProvider
-from tests.support import eventually
+from tests.support import edit_node_taints, eventually
 from vkprovider.config import NodeConfig
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
-from vkprovider.kube.client import MERGE_PATCH, KubeClient
-from vkprovider.kube.errors import KubeConflict, KubeNotFound
+from vkprovider.kube.client import KubeClient
+from vkprovider.kube.errors import KubeNotFound
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.service import Placer
@@ -106,16 +106,4 @@ def taint_keys(obj: dict[str, Any]) -> list[str]:
 
 async def add_foreign_taint(kube: KubeClient, name: str, taint: dict[str, Any]) -> None:
     """What the capacity gate does: read-modify-write of spec.taints guarded by resourceVersion."""
-    for _ in range(10):
-        current = await node(kube, name)
-        taints = [*(current["spec"].get("taints") or []), taint]
-        patch = {
-            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-            "spec": {"taints": taints},
-        }
-        try:
-            await kube.request("PATCH", f"/api/v1/nodes/{name}", body=patch, content_type=MERGE_PATCH)
-        except KubeConflict:
-            continue
-        return
-    raise AssertionError("could not add the taint")
+    await edit_node_taints(kube, name, lambda taints: [*taints, taint])

@@ -9,120 +9,21 @@ outage longer than both, the real node-lifecycle controller would evict them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.integration.service_support import Running, running_pods, running_service
 from tests.support import eventually
-from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
-from vkprovider.kube.client import KubeClient
-from vkprovider.service import Service
-from vkprovider.sim.local import cloud_config, fakecloud_module, inference_deployment
+from vkprovider.sim.local import cloud_config, inference_deployment
 
 pytestmark = pytest.mark.cluster
 
 JSON = dict[str, Any]
 TOLERATE_UNREACHABLE_SECONDS = 5
 OUTAGE_SECONDS = 10 + TOLERATE_UNREACHABLE_SECONDS + 10  # grace + toleration + margin
-
-
-@dataclass
-class Running:
-    service: Service
-    task: asyncio.Task[None]
-    node: str
-    clouds: dict[str, Any]
-    kube: KubeClient
-
-    async def knobs(self, cloud: str, **knobs: Any) -> None:
-        async with httpx.AsyncClient(base_url=self.clouds[cloud].url) as client:
-            (await client.patch("/admin/knobs", json=knobs)).raise_for_status()
-
-    async def deployments(self, cloud: str) -> dict[str, JSON]:
-        async with httpx.AsyncClient(base_url=self.clouds[cloud].url) as client:
-            resp = await client.get("/admin/deployments")
-            resp.raise_for_status()
-            return {d["uid"]: d for d in resp.json()}
-
-    async def stats(self, cloud: str) -> dict[str, int]:
-        async with httpx.AsyncClient(base_url=self.clouds[cloud].url) as client:
-            resp = await client.get("/admin/stats")
-            resp.raise_for_status()
-            return dict(resp.json().get("requests", resp.json()))
-
-    async def get_node(self) -> JSON:
-        node: JSON = await self.kube.request("GET", f"/api/v1/nodes/{self.node}")
-        return node
-
-    async def pods(self, namespace: str) -> list[JSON]:
-        body = await self.kube.request("GET", f"/api/v1/namespaces/{namespace}/pods")
-        return list(body["items"])
-
-
-def settings_for(
-    cluster: Cluster, node: str, clouds: dict[str, Any], *, blocklist_ttl_seconds: float = 5
-) -> Settings:
-    return Settings.model_validate(
-        {
-            "node": {
-                "name": node,
-                "lease_renew_seconds": 1,
-                "status_update_seconds": 2,
-                "probe_seconds": 0.5,
-            },
-            "kube": {"kubeconfig": str(cluster.kubeconfig)},
-            "pods": {"status_poll_seconds": 0.5, "orphan_gc_seconds": 2, "drain_timeout_seconds": 2},
-            "http": {"admin_port": 0},
-            "providers": [
-                {"name": name, "adapter": "fakecloud", "settings": {"url": cloud.url, "timeout_seconds": 2}}
-                for name, cloud in clouds.items()
-            ],
-            "placement": {
-                "offer_refresh_seconds": 1,
-                "breaker_seconds": 2,
-                "blocklist_ttl_seconds": blocklist_ttl_seconds,
-            },
-        }
-    )
-
-
-@contextlib.asynccontextmanager
-async def running_service(
-    cluster: Cluster, clouds: dict[str, Any], *, blocklist_ttl_seconds: float = 5
-) -> AsyncIterator[Running]:
-    servers = {}
-    for name, config in clouds.items():
-        servers[name] = fakecloud_module("server").FakeCloudServer(config)
-        await servers[name].start()
-    node = f"vk-{uuid.uuid4().hex[:8]}"
-    service = Service(settings_for(cluster, node, servers, blocklist_ttl_seconds=blocklist_ttl_seconds))
-    task = asyncio.create_task(service.run())
-    kube = await KubeClient.connect(str(cluster.kubeconfig))
-    try:
-
-        async def synced() -> bool:
-            assert not task.done(), task
-            return service.controller is not None and service.controller.synced.is_set()
-
-        await eventually(synced, timeout=60)
-        yield Running(service, task, node, servers, kube)
-    finally:
-        service.stopping.set()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(30):
-                await task
-        with contextlib.suppress(Exception):
-            await kube.request("DELETE", f"/api/v1/nodes/{node}")
-        await kube.close()
-        for server in servers.values():
-            await server.stop()
 
 
 def short_toleration_deployment(name: str, node: str, replicas: int) -> JSON:
@@ -148,20 +49,6 @@ def condition(obj: JSON, kind: str) -> JSON:
 
 def taint_keys(node: JSON) -> set[str]:
     return {t["key"] for t in node["spec"].get("taints") or []}
-
-
-def phases(pods: list[JSON]) -> dict[str, str]:
-    return {p["metadata"]["uid"]: p["status"].get("phase", "") for p in pods}
-
-
-async def running_pods(svc: Running, namespace: str, count: int) -> dict[str, str]:
-    async def ready() -> dict[str, str] | None:
-        pods = [p for p in await svc.pods(namespace) if not p["metadata"].get("deletionTimestamp")]
-        got = phases(pods)
-        return got if len(got) == count and set(got.values()) == {"Running"} else None
-
-    found: dict[str, str] = await eventually(ready, timeout=90)
-    return found
 
 
 async def assert_nothing_evicted_for(svc: Running, namespace: str, uids: set[str], seconds: float) -> None:

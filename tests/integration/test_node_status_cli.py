@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from tests.integration.test_node_outage import running_pods, running_service
+from tests.integration.service_support import running_pods, running_service
 from tests.support import eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.sim.local import cloud_config, inference_deployment

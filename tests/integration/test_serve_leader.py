@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import eventually
+from tests.integration.service_support import shut_down
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.kube import resources
@@ -68,17 +68,7 @@ async def test_only_the_leader_acts_and_the_standby_takes_over(
 
         leader = await eventually(one_leader, timeout=60)
         standby = "b" if leader == "a" else "a"
-        pod = {
-            "metadata": {"name": "one"},
-            "spec": {
-                "nodeName": node,
-                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                "containers": [
-                    {"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                ],
-            },
-        }
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod("one", node))
 
         async def running() -> bool:
             current = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/one")
@@ -103,24 +93,8 @@ async def test_only_the_leader_acts_and_the_standby_takes_over(
             "phase"
         ] == "Running"
     finally:
-        for service in replicas.values():
-            service.stopping.set()
-        for task in tasks.values():
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(30):
-                    await task
+        await shut_down(replicas.values(), tasks.values())
         await kube.close()
-
-
-def gpu_pod(name: str, node: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [{"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-    }
 
 
 async def readyz(service: Service) -> tuple[int, dict[str, Any]]:
@@ -178,7 +152,7 @@ async def test_regaining_leadership_starts_from_a_fresh_list_and_deletes_nothing
         await eventually(lambda: readyz_role(a, "standby"), timeout=60)
         assert not a.controller.synced.is_set()  # not ready from a stale term
 
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("late", node))
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod("late", node))
 
         async def running() -> str | None:
             pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/late")
@@ -209,12 +183,7 @@ async def test_regaining_leadership_starts_from_a_fresh_list_and_deletes_nothing
         assert pod["status"]["phase"] == "Running"
         assert cloud.store.requests.get("POST /v1/deployments", 0) == 1
     finally:
-        for service in (a, b):
-            service.stopping.set()
-        for task in tasks.values():
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(30):
-                    await task
+        await shut_down((a, b), tasks.values())
         await kube.close()
 
 

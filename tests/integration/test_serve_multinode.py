@@ -22,8 +22,9 @@ import pytest
 from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
+from tests.integration.service_support import shut_down
 from tests.integration.test_gate_serve import GATE
-from tests.support import eventually
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
@@ -70,17 +71,6 @@ def replica_settings(
             "leader_election": {"enabled": True, "namespace": "default", "identity": identity, "replicas": 2},
         }
     )
-
-
-def gpu_pod(name: str, node: str) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [{"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-    }
 
 
 def leaders(replicas: dict[str, Service]) -> dict[str, list[str]]:
@@ -143,7 +133,9 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
         assert {v[0] for v in led.values()} == {"r1", "r2"}, led
 
         for node in nodes:
-            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(node[:4], node))
+            await kube.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(node[:4], node)
+            )
 
         async def all_running() -> bool:
             pods = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
@@ -207,15 +199,7 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
         assert state["node"] == a and state["nodes"][0]["backend_up"] is False
         assert [n["backend_up"] for n in state["nodes"][1:]] == [True, True]
     finally:
-        for service in replicas.values():
-            service.stopping.set()
-        for task in tasks.values():
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(30):
-                    await task
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await shut_down(replicas.values(), tasks.values(), kube, nodes)
         await kube.close()
 
 
@@ -248,13 +232,7 @@ async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) 
         assert [n["node"] for n in state["nodes"]] == list(nodes)
         assert [n["gate"]["tainted"] for n in state["nodes"]] == [True, True]
     finally:
-        service.stopping.set()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(30):
-                await task
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await shut_down([service], [task], kube, nodes)
         await kube.close()
 
 
@@ -303,7 +281,7 @@ async def test_the_kubelet_api_runs_per_node_on_its_own_port(cluster: Cluster, n
             assert len({server.port for server in service.kubelets.values()}) == 2
             for node in nodes:
                 await kube.request(
-                    "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(node[:5], node)
+                    "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(node[:5], node)
                 )
             for node in nodes:
 
@@ -318,11 +296,5 @@ async def test_the_kubelet_api_runs_per_node_on_its_own_port(cluster: Cluster, n
                 pods = await eventually(listed, timeout=60)
                 assert [p["metadata"]["name"] for p in pods["items"]] == [node[:5]]
         finally:
-            service.stopping.set()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(30):
-                    await task
-            for node in nodes:
-                with contextlib.suppress(Exception):
-                    await kube.request("DELETE", f"/api/v1/nodes/{node}")
+            await shut_down([service], [task], kube, nodes)
             await kube.close()

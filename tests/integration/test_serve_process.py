@@ -18,7 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.support import eventually, vkprovider_process
+from tests.serve_process import ServeProcess
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.kube.client import KubeClient
@@ -28,13 +29,14 @@ pytestmark = pytest.mark.cluster
 JSON = dict[str, Any]
 
 
-def write_config(tmp_path: Path, node: str, cloud_url: str, admin_port: int) -> Path:
+def serve_config(tmp_path: Path, node: str, cloud_url: str) -> JSON:
+    """``serve`` with fakecloud ``remote`` through an out-of-process gRPC plugin (its settings
+    file written next to the config)."""
     plugin_settings = tmp_path / "plugin.yaml"
     plugin_settings.write_text(yaml.safe_dump({"url": cloud_url}))
-    config = {
+    return {
         "node": {"name": node, "lease_renew_seconds": 1, "status_update_seconds": 2, "probe_seconds": 1},
         "pods": {"status_poll_seconds": 0.5, "drain_timeout_seconds": 5},
-        "http": {"admin_port": admin_port},
         "providers": [
             {
                 "name": "remote",
@@ -55,78 +57,29 @@ def write_config(tmp_path: Path, node: str, cloud_url: str, admin_port: int) -> 
             }
         ],
     }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
-async def wait_ready(admin_port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    async with httpx.AsyncClient() as client:
-
-        async def ready() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                return (await client.get(f"http://127.0.0.1:{admin_port}/readyz")).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        await eventually(ready, timeout=60)
-
-
-async def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-    proc.send_signal(sig)
-    return await asyncio.wait_for(asyncio.to_thread(proc.wait), timeout)
-
-
-def gpu_pod(name: str, node: str) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-            "containers": [{"name": "s", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-    }
-
-
-@dataclass
-class Served:
+@dataclass(kw_only=True)
+class Served(ServeProcess):
     """One ``vkprovider serve`` process for a fresh node; ``restart`` starts it again."""
 
-    cluster: Cluster
     node: str
-    admin_port: int
-    config: Path
-    log: Path
     kube: KubeClient
-    proc: subprocess.Popen[bytes] | None = None
 
     async def restart(self) -> None:
-        self.proc = vkprovider_process("serve", self.config, self.cluster.kubeconfig, self.log)
-        await wait_ready(self.admin_port, self.proc, self.log)
-
-    async def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        return await stop(self.proc, sig)
+        self.start()
+        await self.wait_ready()
 
 
 @pytest.fixture
 async def served(cluster: Cluster, cloud: Any, tmp_path: Path) -> AsyncIterator[Served]:
     node = f"vk-{uuid.uuid4().hex[:8]}"
-    admin_port = free_port()
     kube = await KubeClient.connect(str(cluster.kubeconfig))
-    service = Served(
-        cluster,
-        node,
-        admin_port,
-        write_config(tmp_path, node, cloud.url, admin_port),
-        tmp_path / "serve.log",
-        kube,
-    )
+    config = serve_config(tmp_path, node, cloud.url)
+    service = Served.configured(config, tmp_path / "serve.yaml", cluster.kubeconfig, node=node, kube=kube)
     await service.restart()
     yield service
-    if service.proc is not None and service.proc.poll() is None:
-        await service.stop(signal.SIGKILL)
+    await service.close()
     await kube.close()
 
 
@@ -135,7 +88,7 @@ async def test_serve_drains_on_sigterm_and_resumes_after_restart(
 ) -> None:
     kube = served.kube
     created = await kube.request(
-        "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("solo", served.node)
+        "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod("solo", served.node)
     )
     uid = created["metadata"]["uid"]
 
@@ -197,7 +150,7 @@ async def test_sigkill_then_restart_cleans_up_pods_deleted_while_down(
     uids = {}
     for name in ("keep", "drop"):
         created = await kube.request(
-            "POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod(name, served.node)
+            "POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod(name, served.node)
         )
         uids[name] = created["metadata"]["uid"]
 
@@ -229,36 +182,22 @@ async def test_a_provider_refusing_connections_at_start_is_probed_and_its_errors
 ) -> None:
     """Start-up does not wait for providers: one that refuses connections is reported unreachable
     (a node condition) and its repeated errors are logged once, not once per probe."""
-    node, admin_port, closed = f"vk-{uuid.uuid4().hex[:8]}", free_port(), free_port()
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "node": {
-                    "name": node,
-                    "lease_renew_seconds": 1,
-                    "status_update_seconds": 2,
-                    "probe_seconds": 0.3,
-                },
-                "pods": {"status_poll_seconds": 0.3},
-                "http": {"admin_port": admin_port},
-                "placement": {"offer_refresh_seconds": 0.3},
-                "providers": [
-                    {"name": "live", "adapter": "fakecloud", "settings": {"url": cloud.url}},
-                    {
-                        "name": "dead",
-                        "adapter": "fakecloud",
-                        "settings": {"url": f"http://127.0.0.1:{closed}"},
-                    },
-                ],
-            }
-        )
-    )
-    log = tmp_path / "serve.log"
-    proc = vkprovider_process("serve", config, cluster.kubeconfig, log)
+    node, closed = f"vk-{uuid.uuid4().hex[:8]}", free_port()
+    config = {
+        "node": {"name": node, "lease_renew_seconds": 1, "status_update_seconds": 2, "probe_seconds": 0.3},
+        "pods": {"status_poll_seconds": 0.3},
+        "placement": {"offer_refresh_seconds": 0.3},
+        "providers": [
+            {"name": "live", "adapter": "fakecloud", "settings": {"url": cloud.url}},
+            {"name": "dead", "adapter": "fakecloud", "settings": {"url": f"http://127.0.0.1:{closed}"}},
+        ],
+    }
+    serve = ServeProcess.configured(config, tmp_path / "serve.yaml", cluster.kubeconfig)
+    serve.start()
+    log = serve.log
     kube = await KubeClient.connect(str(cluster.kubeconfig))
     try:
-        await wait_ready(admin_port, proc, log)
+        await serve.wait_ready()
 
         async def reported() -> bool:
             got = await kube.request("GET", f"/api/v1/nodes/{node}")
@@ -269,7 +208,7 @@ async def test_a_provider_refusing_connections_at_start_is_probed_and_its_errors
         await eventually(reported, timeout=30)
         await asyncio.sleep(10)  # ~30 probes, catalog refreshes and status polls of "dead"
     finally:
-        await stop(proc)
+        await serve.stop()
         await kube.request("DELETE", f"/api/v1/nodes/{node}")
         await kube.close()
     lines = [line for line in log.read_text().splitlines() if "provider=dead" in line]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_serve_leader import cloud, gpu_pod, replica_settings  # noqa: F401 - fixture
-from tests.support import eventually
+from tests.integration.test_serve_leader import cloud, replica_settings  # noqa: F401 - fixture
+from tests.support import bound_gpu_pod, eventually
 from vkprovider.cli import main
 from vkprovider.devcluster import Cluster
 from vkprovider.kube.client import KubeClient
@@ -110,7 +110,7 @@ async def test_status_finds_the_leader_and_uninstall_check_sees_what_runs(
         for name, service in replicas.items():
             assert service.admin is not None
             urls[name] = f"http://127.0.0.1:{service.admin.port}"
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=gpu_pod("one", node))
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bound_gpu_pod("one", node))
 
         async def deployed() -> bool:
             controller = replicas[leader].controller

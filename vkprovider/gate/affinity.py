@@ -62,9 +62,11 @@ def label_selector_matches(selector: JSON | None, labels: Mapping[str, str]) -> 
     )
 
 
-def node_term_matches(term: JSON, node: JSON) -> bool:
-    """One ``NodeSelectorTerm``: its label expressions and field expressions (``metadata.name``
-    is the only field) all hold. An empty term matches no node."""
+def node_term_matches(term: JSON | None, node: JSON) -> bool:
+    """One ``NodeSelectorTerm``: its label expressions and field expressions all hold. An empty
+    or null term matches no node (the API's rule, not "no constraint"); ``metadata.name`` is the
+    only field, and only ``In``/``NotIn`` apply to it (what the API accepts in ``matchFields``)."""
+    term = term or {}
     exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
     if not exprs and not fields:
         return False
@@ -75,7 +77,11 @@ def node_term_matches(term: JSON, node: JSON) -> bool:
         if not _expression(expr, labels.get(key), key in labels):
             return False
     for expr in fields:
-        if expr.get("key") != "metadata.name" or not _expression(expr, name, True):
+        if (
+            expr.get("key") != "metadata.name"
+            or expr.get("operator") not in ("In", "NotIn")
+            or not _expression(expr, name, True)
+        ):
             return False
     return True
 

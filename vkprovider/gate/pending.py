@@ -10,7 +10,8 @@ node cannot take anyway switches the return off for nothing:
 * it tolerates every other NoSchedule/NoExecute taint of the virtual node, and not ours;
 * its ``nodeSelector`` and required node affinity admit the virtual node, with the API's
   semantics: terms are ORed, an empty (or null) term matches nothing, ``matchFields`` matches
-  ``metadata.name``;
+  ``metadata.name`` (``In``/``NotIn``) — the one evaluation the wave planner uses too
+  (``vkprovider/gate/affinity.py``), so the two never disagree on which node a pod may take;
 * its demand fits what the virtual node has left (``vkprovider/gate/room.py``): a 16-GPU pod
   on a node that offers 8 is not the gate's business.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from vkprovider.gate.affinity import node_affinity_admits
 from vkprovider.gate.config import TaintConfig
 from vkprovider.gate.room import Room
 from vkprovider.gate.selector import tolerates
@@ -40,59 +42,6 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
         for c in status.get("conditions") or []
     )
-
-
-def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
-    op, values = expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            have, want = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return have > want if op == "Gt" else have < want
-    return False  # an operator the API would not accept
-
-
-def term_matches(term: Mapping[str, Any] | None, node: Mapping[str, Any]) -> bool:
-    """One ``nodeSelectorTerm``: every expression and field holds. An empty or null term
-    matches no node (the API's rule, not "no constraint")."""
-    expressions = (term or {}).get("matchExpressions") or []
-    fields = (term or {}).get("matchFields") or []
-    if not expressions and not fields:
-        return False
-    meta = node.get("metadata") or {}
-    labels: Mapping[str, str] = meta.get("labels") or {}
-    if not all(_expression_matches(e, labels.get(e.get("key", ""))) for e in expressions):
-        return False
-    # metadata.name is the only field selector the scheduler supports in matchFields
-    return all(
-        f.get("key") == "metadata.name"
-        and f.get("operator") in ("In", "NotIn")
-        and _expression_matches(f, meta.get("name"))
-        for f in fields
-    )
-
-
-def admits(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """nodeSelector and required node affinity allow ``node`` (terms ORed)."""
-    spec = pod.get("spec") or {}
-    labels: Mapping[str, str] = node["metadata"].get("labels") or {}
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if required is None:
-        return True
-    return any(term_matches(t, node) for t in required.get("nodeSelectorTerms") or [])
 
 
 def daemonset_owned(pod: Mapping[str, Any]) -> bool:
@@ -119,7 +68,7 @@ def blocking_pods(
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         if tolerates(tolerations, ours) or not all(tolerates(tolerations, t) for t in taints):
             continue
-        if not admits(pod, virtual_node):
+        if not node_affinity_admits(pod, virtual_node):
             continue
         if room is None:
             room = Room.of(virtual_node, pods)

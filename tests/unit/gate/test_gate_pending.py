@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from tests.unit.gate.gate_fakes import VK_TOLERATION, pod, virtual_node
+from vkprovider.gate.affinity import node_affinity_admits as admits
 from vkprovider.gate.config import TaintConfig
-from vkprovider.gate.pending import admits, blocked_by_gate
+from vkprovider.gate.pending import blocked_by_gate
 from vkprovider.gate.pending_hold import HoldCeiling
 from vkprovider.gate.podspec import pod_requests as demand
 from vkprovider.gate.room import Room
@@ -41,6 +42,7 @@ def required(*terms: Any) -> dict[str, Any]:
         ([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["vk"]}]}], True),
         ([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-0"]}]}], False),
         ([{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-0"]}]}], True),
+        ([{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}], False),  # only In/NotIn
         ([{}], False),  # an empty term matches nothing
         ([None], False),  # so does a null one
         (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pod_sync_fakes import NODE, Clock, gpu_pod, world
+from pod_sync_fakes import NODE, Clock, World, gpu_pod, world
 
 from vkprovider.models import DeploymentEndpoints, Phase, PortMapping
 from vkprovider.pods.context import Requeue
@@ -81,6 +81,31 @@ def test_nothing_to_drain_means_no_wait() -> None:
     assert drain_verdict(deleting(10), TERMINATING, now=REQUESTED, max_seconds=120, ended=True).stop_now
 
 
+async def running(w: World) -> JSON:
+    """Pod ``ns/p`` deployed (as uid-1) and Running at its provider, as PodSync has seen it."""
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    return pod
+
+
+def delete_requested(w: World) -> None:
+    """What the apiserver writes on ``ns/p`` for a delete at REQUESTED with a 10 s grace."""
+    w.kube.update(
+        "ns",
+        "p",
+        {
+            "metadata": {
+                "deletionTimestamp": "2027-01-15T08:00:10Z",
+                "deletionGracePeriodSeconds": 10,
+                "annotations": ROUTED,
+            }
+        },
+    )
+
+
 class Slices:
     """What the publisher's slice informer holds for each pod UID."""
 
@@ -94,24 +119,10 @@ class Slices:
 async def test_the_provider_delete_waits_for_the_drain_and_a_restart_resumes_it() -> None:
     slices, clock = Slices(), Clock(REQUESTED - 60)
     w = await world(clock=clock, endpoints=slices)
-    pod = w.kube.add_pod(gpu_pod())
-    await w.run(pod)
-    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
-    await w.tracker.poll_once()
-    await w.run(pod)
+    pod = await running(w)
     slices.by_uid["uid-1"] = LIVE
     clock.now = REQUESTED + 1
-    w.kube.update(
-        "ns",
-        "p",
-        {
-            "metadata": {
-                "deletionTimestamp": "2027-01-15T08:00:10Z",
-                "deletionGracePeriodSeconds": 10,
-                "annotations": ROUTED,
-            }
-        },
-    )
+    delete_requested(w)
     first = await w.run(pod)
     assert isinstance(first, Requeue) and 0 < first.after <= 1  # look again soon: not observed yet
     assert w.cloud.deletes == [] and "Draining" in w.kube.reasons()
@@ -134,23 +145,9 @@ async def test_a_pod_with_no_published_endpoint_or_no_publisher_is_stopped_at_on
     for endpoints in (Slices(), None):
         clock = Clock(REQUESTED - 60)
         w = await world(clock=clock, endpoints=endpoints)
-        pod = w.kube.add_pod(gpu_pod())
-        await w.run(pod)
-        w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
-        await w.tracker.poll_once()
-        await w.run(pod)
+        pod = await running(w)
         clock.now = REQUESTED
-        w.kube.update(
-            "ns",
-            "p",
-            {
-                "metadata": {
-                    "deletionTimestamp": "2027-01-15T08:00:10Z",
-                    "deletionGracePeriodSeconds": 10,
-                    "annotations": ROUTED,
-                }
-            },
-        )
+        delete_requested(w)
         assert await w.run(pod) is None
         assert w.cloud.deletes == [("uid-1", 10.0)] and "Draining" not in w.kube.reasons()
 
@@ -159,22 +156,8 @@ async def test_draining_disabled_by_config_stops_at_once() -> None:
     slices, clock = Slices(), Clock(REQUESTED - 60)
     settings = SyncSettings(node_name=NODE, host_ip="127.0.0.1", traffic=TrafficConfig(drain_max_seconds=0))
     w = await world(clock=clock, endpoints=slices, settings=settings)
-    pod = w.kube.add_pod(gpu_pod())
-    await w.run(pod)
-    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
-    await w.tracker.poll_once()
-    await w.run(pod)
+    pod = await running(w)
     slices.by_uid["uid-1"] = LIVE
     clock.now = REQUESTED
-    w.kube.update(
-        "ns",
-        "p",
-        {
-            "metadata": {
-                "deletionTimestamp": "2027-01-15T08:00:10Z",
-                "deletionGracePeriodSeconds": 10,
-                "annotations": ROUTED,
-            }
-        },
-    )
+    delete_requested(w)
     assert await w.run(pod) is None and w.cloud.deletes == [("uid-1", 10.0)]
