@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
@@ -202,6 +203,20 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
         assert service.admin is not None
         async with httpx.AsyncClient(base_url=service.admin.url, timeout=5) as http:
             state = (await http.get("/state")).json()
+            only_b = (await http.get("/state", params={"node": b})).json()
+            placement = (await http.get("/placement", params={"node": a})).json()
+            unknown = await http.get("/placement", params={"node": "vk-nowhere"})
+            metrics = (await http.get("/metrics")).text
+        assert only_b["node"] == b and list(only_b["providers"]) == ["two"] and "nodes" not in only_b
+        assert list(placement["providers"]) == ["one"] and placement["providers"]["one"]["reachable"] is False
+        assert unknown.status_code == 404 and "vk-nowhere" in unknown.json()["detail"]
+        usable = {
+            (s.labels["node"], s.labels["provider"]): s.value
+            for f in text_string_to_metric_families(metrics)
+            for s in f.samples
+            if s.name == "vkprovider_provider_usable"
+        }
+        assert usable == {(a, "one"): 0, (b, "two"): 1, (c, "two"): 1}  # each node's own view
         assert [n["node"] for n in state["nodes"]] == [a, b, c]
         assert {n["node"]: n["role"] for n in state["nodes"]} == {a: "leader", b: "leader", c: "leader"}
         assert state["node"] == a and state["nodes"][0]["backend_up"] is False
