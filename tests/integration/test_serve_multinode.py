@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
 from tests.integration.test_gate_serve import GATE
-from tests.support import eventually
+from tests.support import eventually, vkprovider_process
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
@@ -341,3 +344,44 @@ async def test_the_kubelet_api_runs_per_node_on_its_own_port(cluster: Cluster, n
                 with contextlib.suppress(Exception):
                     await kube.request("DELETE", f"/api/v1/nodes/{node}")
             await kube.close()
+
+
+async def test_the_standalone_gate_gates_each_node_named_by_node(cluster: Cluster, tmp_path: Path) -> None:
+    """``vkprovider gate --node a --node b`` with three configured nodes: a and b get the taint,
+    each from its own gate, and c is left alone."""
+    suffix = uuid.uuid4().hex[:6]
+    a, b, c = (f"vk-s{n}-{suffix}" for n in "abc")
+    config = tmp_path / "gate.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "nodes": [{"name": n} for n in (a, b, c)],
+                "http": {"admin_port": free_port()},
+                "providers": [],
+                "gate": {**GATE, "identity": "standalone-multinode"},
+            }
+        )
+    )
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    for node in (a, b, c):
+        await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    log = tmp_path / "gate.log"
+    proc = vkprovider_process("gate", config, cluster.kubeconfig, log, "--node", a, "--node", b)
+    try:
+
+        async def both_tainted() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            keys = [{t["key"] for t in await node_taints(kube, n)} for n in (a, b)]
+            return all(GATE_TAINT in k for k in keys)
+
+        await eventually(both_tainted, timeout=90)
+        await asyncio.sleep(2)  # several more gate ticks (interval 0.5 s): c must stay untouched
+        assert GATE_TAINT not in {t["key"] for t in await node_taints(kube, c)}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(asyncio.to_thread(proc.wait), 30)
+        for node in (a, b, c):
+            with contextlib.suppress(Exception):
+                await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await kube.close()
