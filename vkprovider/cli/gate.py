@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import functools
 import signal
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ async def run_gate(settings: Settings, nodes: list[NodeConfig] | None = None) ->
         loop.add_signal_handler(sig, stopping.set)
     try:
         election = settings.leader_election
-        mains = []
+        mains: list[Coroutine[Any, Any, None]] = []
         for node in nodes or settings.node_list():
             name = f"{election.lease_name or f'vkprovider-{node.name}'}-gate"
             # the taint's owner: this command's Lease (any leader of it), else this host's gate
