@@ -238,12 +238,15 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
 
 
 async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) -> None:
-    """One ``gate:`` section, a gate per node: each node gets the taint, each reports its gate."""
+    """One ``gate:`` section, a gate per node: each node gets the taint, each reports its gate;
+    a node's configured ``taints`` are on that node only, beside the gate's."""
     suffix = uuid.uuid4().hex[:6]
     nodes = {f"vk-g{n}-{suffix}": [provider] for n, provider in (("a", "one"), ("b", "two"))}
     settings = replica_settings(cluster, nodes, clouds, "solo").model_dump(exclude_unset=True)
     settings["leader_election"] = {"enabled": False}
     settings["gate"] = GATE
+    pool = {"key": "pool.example.com/reserved", "value": "a", "effect": "PreferNoSchedule"}
+    settings["nodes"][0]["taints"] = [pool]  # node a's own taint; b has none
     service = Service(Settings.model_validate(settings))
     task = asyncio.create_task(service.run())
     kube = await KubeClient.connect(str(cluster.kubeconfig))
@@ -265,6 +268,9 @@ async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) 
             state = (await http.get("/state")).json()
         assert [n["node"] for n in state["nodes"]] == list(nodes)
         assert [n["gate"]["tainted"] for n in state["nodes"]] == [True, True]
+        first, second = [{t["key"]: t for t in await node_taints(kube, n)} for n in nodes]
+        assert {k: v for k, v in first[pool["key"]].items() if k != "timeAdded"} == pool
+        assert GATE_TAINT in first and pool["key"] not in second  # beside the gate's; a's only
     finally:
         service.stopping.set()
         with contextlib.suppress(Exception):
