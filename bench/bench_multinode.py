@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -290,18 +291,25 @@ async def run(args: argparse.Namespace) -> None:
         rows.append(
             ("ratio up / ceiling (mean of before and after)", f"1x1 {rate1 / raw:.0%}, 3x3 {rate3 / raw:.0%}")
         )
+        keep_logs = False
+    except BaseException:
+        keep_logs = True
+        print(f"replica configs and logs kept in {directory}", file=sys.stderr)
+        raise
     finally:
         for replica in running:
             await replica.stop()
         await admin.close()
         await cluster.stop(remove=True)
+        if not keep_logs:
+            shutil.rmtree(directory, ignore_errors=True)
     width = max(len(k) for k, _ in rows)
     print(f"pods {pods}, control plane {'large' if large else 'default'}, memory adapter (run_at_once)")
     print("-" * (width + 40))
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     print("-" * (width + 40))
-    print(f"(election Lease {LEASE_SECONDS}s; logs in {directory})")
+    print(f"(election Lease {LEASE_SECONDS}s)")
 
 
 def main() -> None:
