@@ -4,7 +4,10 @@ allowed ``nodes/<node>/proxy`` on every node an answer speaks for."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +16,7 @@ from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.placement.placement_support import MemProvider, offer
+from vkprovider.cli import admin_client, main
 from vkprovider.http.admin import create_admin_app
 from vkprovider.http.auth import Authenticator
 from vkprovider.http.server import AsgiServer
@@ -138,3 +142,24 @@ async def test_a_caller_needs_every_node_the_answer_speaks_for(admin: tuple[str,
         explain_all = await http.post("/explain", json=POD)  # may create on vk-b only
         assert explain_all.status_code == 403 and "name=vk-a" in explain_all.text
     assert set(reviews.asked) == set(NODES)
+
+
+async def test_the_explain_cli_asks_the_node_it_names(
+    admin: tuple[str, NodeReviews],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``vkprovider explain --admin URL --node-name <node>``: that node's placement view answers;
+    a node the service does not serve is refused, naming it."""
+    url, _ = admin
+    monkeypatch.setattr(admin_client, "SERVICE_ACCOUNT_TOKEN", tmp_path / "no-such-token")
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps(POD))
+    args = ["explain", "-f", str(pod), "--admin", url, "--token", "ops-token"]
+    assert await asyncio.to_thread(main, [*args, "--node-name", "vk-b"]) == 0
+    out = capsys.readouterr().out
+    assert "cloud-vk-b" in out and "cloud-vk-a" not in out
+    assert await asyncio.to_thread(main, [*args, "--node-name", "vk-z"]) == 1
+    err = capsys.readouterr().err
+    assert "answered 404" in err and "'vk-z': not a node this process serves" in err
