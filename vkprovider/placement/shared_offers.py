@@ -27,8 +27,6 @@ class SharedOffers:
         self._owners: dict[str, Catalog] = {}
         self._members: dict[str, list[Catalog]] = {}
         self._inflight: dict[str, asyncio.Future[bool]] = {}
-        #: fetches started, per provider (what sharing saves: tests and the bench read it)
-        self.fetches: dict[str, int] = {}
 
     def join(self, name: str, catalog: Catalog) -> ProviderCatalog:
         """``catalog`` lists provider ``name``: the shared entry (the first to join owns it)."""
@@ -51,7 +49,6 @@ class SharedOffers:
         fetch is shielded, so one caller's cancellation does not cancel it for the others."""
         fetch = self._inflight.get(name)
         if fetch is None:
-            self.fetches[name] = self.fetches.get(name, 0) + 1
             fetch = asyncio.ensure_future(self._owners[name].fetch(name, self.listeners(name)))
             self._inflight[name] = fetch
             fetch.add_done_callback(lambda _: self._inflight.pop(name, None))
