@@ -99,13 +99,15 @@ async def edit_node_taints(
             await kube.request("PATCH", f"/api/v1/nodes/{node}", body=patch, content_type=MERGE_PATCH)
 
 
-def vkprovider_process(command: str, config: Path, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``vkprovider <command> --config <config>`` in a process of its own against ``kubeconfig``,
-    its output appended to ``log``; the caller stops it (by its PID) and waits for it."""
+def vkprovider_process(
+    command: str, config: Path, kubeconfig: Path, log: Path, *args: str
+) -> subprocess.Popen[bytes]:
+    """``vkprovider <command> --config <config> [args]`` in a process of its own against
+    ``kubeconfig``, its output appended to ``log``; the caller stops it (by its PID) and waits."""
     env = {**os.environ, "VKPROVIDER_KUBE__KUBECONFIG": str(kubeconfig)}
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "vkprovider", command, "--config", str(config)],
+            [sys.executable, "-m", "vkprovider", command, "--config", str(config), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

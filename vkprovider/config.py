@@ -44,6 +44,7 @@ from vkprovider.preflight import (
     url_fields,
 )
 from vkprovider.quota.config import QuotaConfig
+from vkprovider.taint_config import NodeTaint, duplicate_taints
 from vkprovider.traffic.config import ZONE_LABEL, TrafficConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -84,9 +85,24 @@ class NodeConfig(_Section):
         ),
     )
 
+    taints: list[NodeTaint] = Field(
+        default=[],
+        description=(
+            "this node's own taints ({key, value, effect}), e.g. to keep a pool for the pods that "
+            "tolerate it; removed from the Node when removed here (docs/virtual-node.md)"
+        ),
+    )
+
     def topology_zone(self) -> str | None:
         """The zone the node is labelled with (``labels`` first, then ``zone``), or None."""
         return self.labels.get(ZONE_LABEL) or self.zone or None
+
+    @model_validator(mode="after")
+    def _unique_taints(self) -> NodeConfig:
+        found = duplicate_taints(self.taints)
+        if found:
+            raise FieldProblem(found)
+        return self
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> NodeConfig:
@@ -386,6 +402,11 @@ class Settings(BaseModel):
         """The configured nodes: ``nodes``, or the one ``node`` section (the upgrade path)."""
         return self.nodes or [self.node]
 
+    def _gate_taint_key(self) -> str:
+        """The capacity gate's taint key, which the node agent also removes when no gate keeps
+        it (the default key when there is no ``gate:`` here: a standalone gate's)."""
+        return (self.gate or GateConfig()).taint.key
+
     @model_validator(mode="after")
     def _several_nodes(self) -> Settings:
         """``nodes:`` is checked whole: names unique, provider subsets known, and what serves
@@ -393,17 +414,27 @@ class Settings(BaseModel):
         (each its own ``kubelet_port``), the quota sync once (the first node's leader)."""
         names = {p.name for p in self.providers}
         if not self.nodes:
-            found = [(f"node.{path}", msg) for path, msg in _node_problems([self.node], names, "")]
+            found = [
+                (f"node.{path}", msg)
+                for path, msg in _node_problems([self.node], names, "", self._gate_taint_key())
+            ]
             if found:
                 raise FieldProblem(found)
             return self
         # (a dump of validated settings repeats nodes[0] as node: that is no second node)
         if "node" in self.model_fields_set and self.node != self.nodes[0]:
-            raise FieldProblem.one(
-                "nodes",
-                "give either node: (one node) or nodes: (several nodes), not both: move node: into nodes:",
-            )
-        found = _node_problems(self.nodes, names, "nodes.")
+            if self.node.model_fields_set - {"internal_ip"}:
+                raise FieldProblem.one(
+                    "nodes",
+                    "give either node: (one node) or nodes: (several nodes), not both: move node: into "
+                    "nodes: (with nodes:, node: may give only internal_ip, every node's address)",
+                )
+            # node.internal_ip alone (the shipped Deployment sets VKPROVIDER_NODE__INTERNAL_IP to
+            # the pod IP): the address of every node that gives none of its own
+            for node in self.nodes:
+                if "internal_ip" not in node.model_fields_set:
+                    node.internal_ip = self.node.internal_ip
+        found = _node_problems(self.nodes, names, "nodes.", self._gate_taint_key())
         if len(self.nodes) > 1:
             refused = {
                 "leader_election.lease_name": bool(self.leader_election.lease_name),
@@ -457,9 +488,11 @@ class Settings(BaseModel):
         return level
 
 
-def _node_problems(nodes: list[NodeConfig], providers: set[str], prefix: str) -> list[tuple[str, str]]:
-    """Duplicate node names and provider subsets naming no configured provider (paths after
-    ``prefix``, then the node's index when there is a list)."""
+def _node_problems(
+    nodes: list[NodeConfig], providers: set[str], prefix: str, gate_taint_key: str
+) -> list[tuple[str, str]]:
+    """Duplicate node names, provider subsets naming no configured provider, and a node taint
+    with the capacity gate's key (paths after ``prefix``, then the node's index in a list)."""
     known = ", ".join(sorted(providers)) or "none"
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -472,6 +505,15 @@ def _node_problems(nodes: list[NodeConfig], providers: set[str], prefix: str) ->
             (f"{at}providers.{j}", f"no configured provider is named {name!r} (configured: {known})")
             for j, name in enumerate(node.providers)
             if name not in providers
+        ]
+        found += [
+            (
+                f"{at}taints.{j}.key",
+                f"{taint.key!r} is the capacity gate's taint (gate.taint.key): the gate and the "
+                "node agent set and remove it, so a configured one would be undone",
+            )
+            for j, taint in enumerate(node.taints)
+            if taint.key == gate_taint_key
         ]
     return found
 

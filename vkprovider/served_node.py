@@ -1,8 +1,9 @@
 """One virtual node of ``vkprovider serve``: what a process runs once per configured node.
 
 A node (``node:``, or each item of ``nodes:``) owns its placement view (only its providers, so
-their breaker, catalog and outage condition are its own; only the client-side rate limiters are
-shared, so nodes on one provider keep its limit together), its node agent, its pod controller,
+their breaker, blocklist and outage condition are its own; the client-side rate limiters are
+shared, so nodes on one provider keep its limit together, and so are the offer catalogs, so a
+provider's offers are fetched once for all its nodes: ``placement.shared_offers``), its node agent, its pod controller,
 the gate when one is configured, and its own leadership Lease (``vkprovider-<node name>``), so
 replicas are active-active: each may lead some nodes, and a replica's loss moves only its nodes.
 The API clients, the provider adapters and the admin HTTP server are the process's, shared.
@@ -33,6 +34,7 @@ from vkprovider.kube.leader import LeaderElector
 from vkprovider.node.agent import NodeAgent
 from vkprovider.placement import Placer
 from vkprovider.placement.ratelimit import RateLimiters
+from vkprovider.placement.shared_offers import SharedOffers
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.controller import PodController
 from vkprovider.quota import term as quota_term
@@ -97,12 +99,13 @@ class ServedNode:
         heartbeat: KubeClient,
         *,
         limiters: RateLimiters | None = None,
+        offers: SharedOffers | None = None,
     ) -> ServedNode:
         s = settings
         providers = (
             {name: adapters[name] for name in config.providers} if config.providers else dict(adapters)
         )
-        placer = Placer(providers, s.placement, limiters=limiters)
+        placer = Placer(providers, s.placement, limiters=limiters, offers=offers)
         gate = None
         if s.gate is not None:  # the capacity gate of this node (the same section for each)
             gate = Gate(kube, s.gate, config.name, identity=_gate_identity(s, config))
@@ -193,11 +196,15 @@ def build_nodes(
     settings: Settings, adapters: Mapping[str, Provider], kube: KubeClient, heartbeat: KubeClient
 ) -> list[ServedNode]:
     """One unit per configured node; their placers share the client-side rate limiters, so
-    nodes sharing a provider keep its limit together (the rest of placement is per node)."""
+    nodes sharing a provider keep its limit together, and the offer catalogs, so its offers are
+    fetched once (the rest of placement is per node)."""
     nodes: list[ServedNode] = []
+    offers = SharedOffers()
     for config in settings.node_list():
         limiters = nodes[0].placer.limiters if nodes else None
-        nodes.append(ServedNode.build(settings, config, adapters, kube, heartbeat, limiters=limiters))
+        nodes.append(
+            ServedNode.build(settings, config, adapters, kube, heartbeat, limiters=limiters, offers=offers)
+        )
     return nodes
 
 

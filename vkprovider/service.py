@@ -101,8 +101,8 @@ class Service:
             # placement view, agent, controller and Lease; ``placer``/``node``/``controller``/
             # ``gate`` are the first's (the admin API's top level, the kubelet API: one node).
             self.units = build_nodes(s, self.providers, self.kube, self.heartbeat)
-            for unit in self.units:
-                await unit.preflight()
+            # together: nodes sharing a provider join one catalog fetch (placement.shared_offers)
+            await asyncio.gather(*(unit.preflight() for unit in self.units))
             first = self.units[0]
             self.placer, self.node, self.controller, self.gate = (
                 first.placer,

@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from vkprovider_fakecloud.server import running_fakecloud
 
 from tests.integration.gate_support import GATE_TAINT, node_taints
 from tests.integration.service_support import shut_down
 from tests.integration.test_gate_serve import GATE
-from tests.support import bound_gpu_pod, eventually
+from tests.support import bound_gpu_pod, eventually, vkprovider_process
 from vkprovider.config import Settings
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
@@ -194,6 +198,20 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
         assert service.admin is not None
         async with httpx.AsyncClient(base_url=service.admin.url, timeout=5) as http:
             state = (await http.get("/state")).json()
+            only_b = (await http.get("/state", params={"node": b})).json()
+            placement = (await http.get("/placement", params={"node": a})).json()
+            unknown = await http.get("/placement", params={"node": "vk-nowhere"})
+            metrics = (await http.get("/metrics")).text
+        assert only_b["node"] == b and list(only_b["providers"]) == ["two"] and "nodes" not in only_b
+        assert list(placement["providers"]) == ["one"] and placement["providers"]["one"]["reachable"] is False
+        assert unknown.status_code == 404 and "vk-nowhere" in unknown.json()["detail"]
+        usable = {
+            (s.labels["node"], s.labels["provider"]): s.value
+            for f in text_string_to_metric_families(metrics)
+            for s in f.samples
+            if s.name == "vkprovider_provider_usable"
+        }
+        assert usable == {(a, "one"): 0, (b, "two"): 1, (c, "two"): 1}  # each node's own view
         assert [n["node"] for n in state["nodes"]] == [a, b, c]
         assert {n["node"]: n["role"] for n in state["nodes"]} == {a: "leader", b: "leader", c: "leader"}
         assert state["node"] == a and state["nodes"][0]["backend_up"] is False
@@ -204,12 +222,15 @@ async def test_three_nodes_two_replicas_failover_moves_only_the_lost_replicas_no
 
 
 async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) -> None:
-    """One ``gate:`` section, a gate per node: each node gets the taint, each reports its gate."""
+    """One ``gate:`` section, a gate per node: each node gets the taint, each reports its gate;
+    a node's configured ``taints`` are on that node only, beside the gate's."""
     suffix = uuid.uuid4().hex[:6]
     nodes = {f"vk-g{n}-{suffix}": [provider] for n, provider in (("a", "one"), ("b", "two"))}
     settings = replica_settings(cluster, nodes, clouds, "solo").model_dump(exclude_unset=True)
     settings["leader_election"] = {"enabled": False}
     settings["gate"] = GATE
+    pool = {"key": "pool.example.com/reserved", "value": "a", "effect": "PreferNoSchedule"}
+    settings["nodes"][0]["taints"] = [pool]  # node a's own taint; b has none
     service = Service(Settings.model_validate(settings))
     task = asyncio.create_task(service.run())
     kube = await KubeClient.connect(str(cluster.kubeconfig))
@@ -231,6 +252,9 @@ async def test_the_gate_runs_per_node(cluster: Cluster, clouds: dict[str, Any]) 
             state = (await http.get("/state")).json()
         assert [n["node"] for n in state["nodes"]] == list(nodes)
         assert [n["gate"]["tainted"] for n in state["nodes"]] == [True, True]
+        first, second = [{t["key"]: t for t in await node_taints(kube, n)} for n in nodes]
+        assert {k: v for k, v in first[pool["key"]].items() if k != "timeAdded"} == pool
+        assert GATE_TAINT in first and pool["key"] not in second  # beside the gate's; a's only
     finally:
         await shut_down([service], [task], kube, nodes)
         await kube.close()
@@ -298,3 +322,44 @@ async def test_the_kubelet_api_runs_per_node_on_its_own_port(cluster: Cluster, n
         finally:
             await shut_down([service], [task], kube, nodes)
             await kube.close()
+
+
+async def test_the_standalone_gate_gates_each_node_named_by_node(cluster: Cluster, tmp_path: Path) -> None:
+    """``vkprovider gate --node a --node b`` with three configured nodes: a and b get the taint,
+    each from its own gate, and c is left alone."""
+    suffix = uuid.uuid4().hex[:6]
+    a, b, c = (f"vk-s{n}-{suffix}" for n in "abc")
+    config = tmp_path / "gate.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "nodes": [{"name": n} for n in (a, b, c)],
+                "http": {"admin_port": free_port()},
+                "providers": [],
+                "gate": {**GATE, "identity": "standalone-multinode"},
+            }
+        )
+    )
+    kube = await KubeClient.connect(str(cluster.kubeconfig))
+    for node in (a, b, c):
+        await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    log = tmp_path / "gate.log"
+    proc = vkprovider_process("gate", config, cluster.kubeconfig, log, "--node", a, "--node", b)
+    try:
+
+        async def both_tainted() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            keys = [{t["key"] for t in await node_taints(kube, n)} for n in (a, b)]
+            return all(GATE_TAINT in k for k in keys)
+
+        await eventually(both_tainted, timeout=90)
+        await asyncio.sleep(2)  # several more gate ticks (interval 0.5 s): c must stay untouched
+        assert GATE_TAINT not in {t["key"] for t in await node_taints(kube, c)}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(asyncio.to_thread(proc.wait), 30)
+        for node in (a, b, c):
+            with contextlib.suppress(Exception):
+                await kube.request("DELETE", f"/api/v1/nodes/{node}")
+        await kube.close()

@@ -85,7 +85,7 @@ def test_one_replica_or_one_node_needs_no_share() -> None:
     assert served_node.lead_share(one, units(one)) is None
 
 
-async def test_nodes_get_their_provider_subsets_and_share_only_the_rate_limiters() -> None:
+async def test_nodes_get_their_provider_subsets_and_share_only_rate_limiters_and_catalogs() -> None:
     from kubernetes_asyncio import client
 
     from vkprovider.config import Settings
@@ -117,6 +117,8 @@ async def test_nodes_get_their_provider_subsets_and_share_only_the_rate_limiters
         assert a.placer.health is not b.placer.health  # an outage is judged per node
         assert a.placer.limiters is b.placer.limiters  # a provider's rate limit is kept together
         assert a.placer.limiters.bucket("one") is b.placer.limiters.bucket("one")
+        # one offer catalog entry (and refresh) per provider, whichever nodes list it
+        assert a.placer.catalog.providers["one"] is b.placer.catalog.providers["one"]
         assert (a.runs_quota, b.runs_quota) == (
             True,
             False,

@@ -11,7 +11,9 @@ at ``http://127.0.0.1:10255``, as ``vkprovider status`` asks), the running servi
 instead, from its own live catalog (``POST /explain?refresh=true`` on the leader; token flags as
 for ``vkprovider status``, :mod:`vkprovider.cli.admin_client`; the token's user needs ``create``
 on ``nodes/<node>/proxy``): the providers' addresses, keys and ports are the service's business,
-so ``vkprovider explain -f pod.yaml`` works next to ``make demo`` without knowing them.
+so ``vkprovider explain -f pod.yaml`` works next to ``make demo`` without knowing them. With
+several virtual nodes ``--node-name`` picks the node whose placement view answers (its
+providers and their health; ``?node=``), else the first node's.
 
 Exit codes: 0 a provider would take the pod, 1 no provider would (or the admin API did not
 answer or refused), 2 bad input or config, 3 only standby replicas answered.
@@ -27,6 +29,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -47,7 +50,11 @@ def register(subparsers: Any) -> None:
         help="service config file: build its providers here (without it, and without --admin: "
         "ask the running service's admin API)",
     )
-    parser.add_argument("--node-name", default=None, help="virtual node name (default: from config)")
+    parser.add_argument(
+        "--node-name",
+        default=None,
+        help="virtual node name (default: from config; against the admin API: its first node)",
+    )
     parser.add_argument("--json", action="store_true", help="print the decision as JSON instead of a table")
     parser.add_argument("--max-rejections", type=int, default=50, help="filtered-out offers to list")
     admin_client.add_arguments(parser, config=False)
@@ -130,8 +137,10 @@ def _run_remote(args: argparse.Namespace) -> int:
     try:
         creds = admin_client.credentials(args)
         view = admin_client.leader_state(admin_client.admin_urls(args), creds, args.timeout)
+        # --node-name: that virtual node's placement view (several nodes: nodes:), else the first
+        node = f"&node={quote(args.node_name, safe='')}" if args.node_name else ""
         answer = admin_client.request(
-            view.url, "POST", "/explain?refresh=true", creds, args.timeout, body=pod
+            view.url, "POST", f"/explain?refresh=true{node}", creds, args.timeout, body=pod
         )
     except AdminApiError as exc:
         print(f"error: {exc}", file=sys.stderr)

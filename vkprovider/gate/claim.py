@@ -137,8 +137,10 @@ class Claim:
     # Reporting -------------------------------------------------------------------------------
     async def report(self, verdict: Verdict, node: Mapping[str, Any] | None, events: EventRecorder) -> None:
         """A log line and an Event when the standing changes (never once per tick)."""
-        metrics.STATE.set("owner_conflict", 1 if verdict.standing is Standing.FOREIGN else 0)
-        metrics.STATE.set("paused", 1 if verdict.standing is Standing.PAUSED else 0)
+        metrics.STATE.set(
+            "owner_conflict", 1 if verdict.standing is Standing.FOREIGN else 0, node=self.node_name
+        )
+        metrics.STATE.set("paused", 1 if verdict.standing is Standing.PAUSED else 0, node=self.node_name)
         previous, self.standing = self.standing, verdict.standing
         if previous is verdict.standing:
             return

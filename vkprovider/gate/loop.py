@@ -111,7 +111,7 @@ class Gate:
         signal = self._signal_factory(self.config, view)
         watching = asyncio.create_task(view.run(), name="gate-informers")
         self.running = True
-        metrics.STATE.start()
+        metrics.STATE.start(self.node_name)
         try:
             # No wait for the caches: until they sync the signal is unavailable, and a taint
             # held that long is removed (fail open) instead of staying for a stuck term.
@@ -133,7 +133,7 @@ class Gate:
                 await asyncio.sleep(min(1.0, self.config.interval_seconds))  # coalesce bursts
         finally:
             self.running = False
-            metrics.STATE.stop()
+            metrics.STATE.stop(self.node_name)
             watching.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watching
@@ -149,12 +149,12 @@ class Gate:
                 )
             reading = await signal.read()
         except SignalUnavailable as exc:
-            metrics.SIGNAL_ERRORS.labels(exc.kind).inc()
-            metrics.STATE.set("signal_up", 0)
+            metrics.SIGNAL_ERRORS.labels(self.node_name, exc.kind).inc()
+            metrics.STATE.set("signal_up", 0, node=self.node_name)
             self.last_error = f"{exc.kind}: {exc}"
             return None
-        metrics.STATE.set("signal_up", 1)
-        metrics.STATE.set("free_gpus", reading.free_gpus)
+        metrics.STATE.set("signal_up", 1, node=self.node_name)
+        metrics.STATE.set("free_gpus", reading.free_gpus, node=self.node_name)
         self.last_error = ""
         self.last_reading = reading
         return reading
@@ -186,7 +186,7 @@ class Gate:
         pods = list(self.view.all_pods())
         blocking = blocking_pods(pods, node, self.config.taint) if node else []
         self.blocked = [pod_key(p) for p in await self.holds.admit(blocking, now, self.events)]
-        metrics.STATE.set("pending_blocked_pods", len(self.blocked))
+        metrics.STATE.set("pending_blocked_pods", len(self.blocked), node=self.node_name)
         decision = self.decider.decide(
             Observation(
                 now=now,
@@ -208,7 +208,7 @@ class Gate:
             and observed != self.decider.tainted
         ):
             await self._reassert()
-        metrics.STATE.set("tainted", 1 if self.decider.tainted else 0)
+        metrics.STATE.set("tainted", 1 if self.decider.tainted else 0, node=self.node_name)
         return decision
 
     async def _flip(self, decision: Decision, node: dict[str, Any] | None, now: float) -> None:
@@ -234,7 +234,7 @@ class Gate:
             self.claim.flipped()
             await self.claim.renew(node, force=True)
         direction = "taint" if present else "untaint"
-        metrics.FLIPS.labels(direction).inc()
+        metrics.FLIPS.labels(self.node_name, direction).inc()
         self.flips = [
             *self.flips[-19:],
             {
@@ -245,7 +245,7 @@ class Gate:
             },
         ]
         if decision.reason == "SignalUnavailable":
-            metrics.FAIL_OPEN.inc()
+            metrics.FAIL_OPEN.labels(self.node_name).inc()
         if not self.config.dry_run and node is not None:
             kind: EventType = "Warning" if decision.reason == "SignalUnavailable" else "Normal"
             involved = {

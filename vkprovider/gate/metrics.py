@@ -4,6 +4,9 @@ The state gauges (taint, free GPUs, signal up, blocked pods) belong to a leaders
 are served only while a gate term runs in this process, so a standby or a former leader reports
 none instead of its last values (a standby's ``signal_up 0`` would otherwise read as an outage
 and its stale ``tainted`` as the node's state). The counters are the process's own.
+
+Every series carries a ``node`` label: ``serve`` runs one gate per virtual node (``nodes:``),
+each with its own term, so one node's term ending must not take another's gauges with it.
 """
 
 from __future__ import annotations
@@ -24,40 +27,50 @@ _STATE_HELP = {
 
 
 class TermGauges:
-    """The gate's state gauges, computed at scrape time from the running term's last values."""
+    """The gate's state gauges, computed at scrape time from each node's running term's last
+    values (node name -> gauge -> value; a node without a running term has no entry)."""
 
     def __init__(self) -> None:
-        self._values: dict[str, float] | None = None
+        self._values: dict[str, dict[str, float]] = {}
 
-    def start(self) -> None:
-        """A term begins: nothing is reported until it has read and decided."""
-        self._values = {}
+    def start(self, node: str) -> None:
+        """A term of ``node``'s gate begins: nothing is reported until it has read and decided."""
+        self._values[node] = {}
 
-    def stop(self) -> None:
+    def stop(self, node: str) -> None:
         """The term ended: its values go with it."""
-        self._values = None
+        self._values.pop(node, None)
 
-    def set(self, name: str, value: float) -> None:
+    def set(self, name: str, value: float, *, node: str) -> None:
         if name not in _STATE_HELP:
             raise KeyError(name)
-        if self._values is not None:
-            self._values[name] = value
+        values = self._values.get(node)
+        if values is not None:
+            values[name] = value
 
     def collect(self) -> Iterable[Metric]:
-        values = dict(self._values or {})
-        for name, value in sorted(values.items()):
-            family = GaugeMetricFamily(f"vkprovider_gate_{name}", _STATE_HELP[name])
-            family.add_metric([], value)
-            yield family
+        families: dict[str, GaugeMetricFamily] = {}
+        for node, values in sorted(self._values.items()):
+            for name, value in sorted(values.items()):
+                if name not in families:
+                    families[name] = GaugeMetricFamily(
+                        f"vkprovider_gate_{name}", _STATE_HELP[name], labels=["node"]
+                    )
+                families[name].add_metric([node], value)
+        yield from (families[name] for name in sorted(families))
 
 
 STATE = TermGauges()
 REGISTRY.register(STATE)
 
 FLIPS = Counter(
-    "vkprovider_gate_flips_total", "Taint changes written (or, in dry-run, decided)", ["direction"]
+    "vkprovider_gate_flips_total", "Taint changes written (or, in dry-run, decided)", ["node", "direction"]
 )
-SIGNAL_ERRORS = Counter("vkprovider_gate_signal_errors_total", "Failed signal readings by kind", ["kind"])
+SIGNAL_ERRORS = Counter(
+    "vkprovider_gate_signal_errors_total", "Failed signal readings by kind", ["node", "kind"]
+)
 FAIL_OPEN = Counter(
-    "vkprovider_gate_signal_timeouts_total", "Taint removed because the signal was unavailable too long"
+    "vkprovider_gate_signal_timeouts_total",
+    "Taint removed because the signal was unavailable too long",
+    ["node"],
 )

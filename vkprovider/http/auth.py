@@ -213,11 +213,15 @@ class Authenticator:
         self._tokens.put(key, user, self._token_ttl)
         return user
 
-    async def authorize(self, user: User, verb: str, subresources: list[str], path: str) -> None:
-        """Raise ``Denied(403)`` unless one of ``subresources`` of this node allows ``verb``."""
+    async def authorize(
+        self, user: User, verb: str, subresources: list[str], path: str, *, node: str | None = None
+    ) -> None:
+        """Raise ``Denied(403)`` unless one of ``subresources`` of ``node`` (default: this
+        authenticator's node) allows ``verb``."""
+        node = node or self.node_name
         reasons = []
         for sub in subresources:
-            allowed, reason = await self._access(user, verb, sub)
+            allowed, reason = await self._access(user, verb, sub, node)
             if allowed:
                 return
             reasons.append(reason)
@@ -226,11 +230,13 @@ class Authenticator:
             403,
             f"Forbidden (user={user.name}, verb={verb}, resource=nodes, subresource={first}"
             f"{', or ' + ', '.join(subresources[1:]) if len(subresources) > 1 else ''}, "
-            f"name={self.node_name}, path={path})" + (f": {reasons[-1]}" if reasons[-1] else ""),
+            f"name={node}, path={path})" + (f": {reasons[-1]}" if reasons[-1] else ""),
         )
 
-    async def _access(self, user: User, verb: str, subresource: str) -> tuple[bool, str]:
-        key = json.dumps([user.name, user.groups, user.uid, sorted(user.extra.items()), verb, subresource])
+    async def _access(self, user: User, verb: str, subresource: str, node: str) -> tuple[bool, str]:
+        key = json.dumps(
+            [user.name, user.groups, user.uid, sorted(user.extra.items()), verb, subresource, node]
+        )
         cached = self._decisions.get(key)
         if cached is not None:
             return tuple(cached)
@@ -241,7 +247,7 @@ class Authenticator:
                 "verb": verb,
                 "resource": "nodes",
                 "subresource": subresource,
-                "name": self.node_name,
+                "name": node,
                 "version": "v1",
             },
         }
@@ -315,7 +321,8 @@ def admin_protects(path: str) -> bool:
 
 
 class AuthMiddleware:
-    """ASGI middleware: authenticate and authorize every request whose path ``protects`` says.
+    """ASGI middleware: authenticate and authorize every request whose path ``protects`` says,
+    on each node ``nodes`` names for the request (default: the authenticator's node).
 
     The peer certificate comes from the connection (``scope["state"]["peercert"]``, put there by
     :mod:`vkprovider.http.server`); the verdict lands in ``scope["state"]["user"]``.
@@ -328,8 +335,10 @@ class AuthMiddleware:
         *,
         attributes: Attributes = kubelet_attributes,
         protects: Callable[[str], bool] = lambda path: True,
+        nodes: Callable[[Scope], list[str]] | None = None,
     ) -> None:
         self.app, self.auth, self.attributes, self.protects = app, auth, attributes, protects
+        self.nodes = nodes or (lambda scope: [auth.node_name])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":  # start-up and shutdown: no caller to check
@@ -349,7 +358,8 @@ class AuthMiddleware:
                 _no_cleartext_token(scope.get("client"))
             user = await self.auth.authenticate(headers, state.get("peercert"))
             verb, subresources = self.attributes(scope["method"], scope["path"])
-            await self.auth.authorize(user, verb, subresources, scope["path"])
+            for node in self.nodes(scope):
+                await self.auth.authorize(user, verb, subresources, scope["path"], node=node)
         except Denied as exc:
             client = scope.get("client")
             if exc.status in (401, 429) and client:

@@ -1,11 +1,15 @@
 """Dry-run placement over HTTP ("where would this pod go?") and the shared pod handling.
 
-``explain_router(placer)`` gives an ``APIRouter`` for the admin app:
+``explain_router({node: placer, ...})`` gives an ``APIRouter`` for the admin app, over each
+virtual node's own placement view (its providers, health and blocklist):
 
-* ``POST /explain`` with a Pod as JSON -> ``{"decision", "table", "annotation", "event"}``,
-  ranked from the service's live (cached) catalogs; ``?refresh=true`` refreshes them first.
+* ``POST /explain`` with a Pod as JSON -> ``{"node", "decision", "table", "annotation", "event"}``,
+  ranked from the node's live (cached) catalogs; ``?refresh=true`` refreshes them first.
   Bad input -> 400 with a message naming the field. Nothing is deployed or recorded.
 * ``GET /placement`` -> health, breaker, blocklist, budgets and catalog freshness.
+
+``?node=<name>`` answers for that node (404 naming a node not served here); without it, with
+several nodes, the top level is the first node's and ``nodes`` lists every node's answer.
 
 The pod helpers here are shared with ``vkprovider explain`` (the CLI sits above this layer).
 Placement reads only resources and annotations, so env, volumes and pull secrets are dropped
@@ -22,6 +26,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 
 from vkprovider.errors import InvalidRequest
+from vkprovider.http.node_param import pick
 from vkprovider.models import DeploymentRequest
 from vkprovider.placement import Placer, PodContext
 from vkprovider.placement.constraints import parse_constraints
@@ -92,32 +97,49 @@ async def pod_request_context(pod: Mapping[str, Any], node_name: str) -> tuple[D
     return request, PodContext(request.namespace, request.annotations, workload=workload)
 
 
-def explain_router(placer: Placer, *, node_name: str = "vk-external", prefix: str = "") -> APIRouter:
-    """Routes for the admin app, bound to the service's own ``Placer``."""
+def explain_router(placers: Mapping[str, Placer], *, prefix: str = "") -> APIRouter:
+    """Routes for the admin app, bound to the service's own placers (node name -> ``Placer``,
+    the first the default)."""
     router = APIRouter(prefix=prefix, tags=["placement"])
+    several = len(placers) > 1
 
     @router.post("/explain")
-    async def explain(http_request: Request, refresh: bool = False) -> dict[str, Any]:
+    async def explain(
+        http_request: Request, refresh: bool = False, node: str | None = None
+    ) -> dict[str, Any]:
+        picked = pick(placers, node)
         try:
             body = json.loads(await http_request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise HTTPException(400, f"body: not valid JSON: {exc}") from None
-        try:
-            request, ctx = await pod_request_context(check_pod(body, "body"), node_name)
-        except InvalidRequest as exc:
-            raise HTTPException(400, exc.message) from None
-        if refresh:
-            await placer.refresh()
-        decision = placer.rank(request, ctx, detail=True)
-        return {
-            "decision": decision_dict(decision),
-            "table": render_table(decision),
-            "annotation": annotation_value(decision),
-            "event": event_message(decision),
-        }
+        answers = []
+        for name, placer in placers.items() if picked is None else [(node or "", picked)]:
+            try:
+                request, ctx = await pod_request_context(check_pod(body, "body"), name)
+            except InvalidRequest as exc:
+                raise HTTPException(400, exc.message) from None
+            if refresh:
+                await placer.refresh()
+            decision = placer.rank(request, ctx, detail=True)
+            answers.append(
+                {
+                    "node": name,
+                    "decision": decision_dict(decision),
+                    "table": render_table(decision),
+                    "annotation": annotation_value(decision),
+                    "event": event_message(decision),
+                }
+            )
+        return {**answers[0], "nodes": answers} if len(answers) > 1 else answers[0]
 
     @router.get("/placement")
-    async def placement() -> dict[str, Any]:
-        return placer.summary()
+    async def placement(node: str | None = None) -> dict[str, Any]:
+        picked = pick(placers, node)
+        if picked is not None:
+            return picked.summary()
+        if not several:
+            return next(iter(placers.values())).summary()
+        views = [{"node": name, **placer.summary()} for name, placer in placers.items()]
+        return {**views[0], "nodes": views}
 
     return router

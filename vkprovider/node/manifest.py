@@ -9,7 +9,7 @@ capacity equal to allocatable, kubelet-style conditions and a daemon endpoint.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from vkprovider.config import NodeConfig
 from vkprovider.kube.gate_heartbeat import MAX_GPUS_PER_POD_LABEL
 from vkprovider.node.conditions import Condition, Reachability
 from vkprovider.placement.health import TAINT_UNAVAILABLE
+from vkprovider.taint_config import CONFIG_TAINTS_ANNOTATION
 from vkprovider.traffic.config import ZONE_LABEL
 
 JSON = dict[str, Any]
@@ -26,8 +27,9 @@ KUBELET_VERSION = "v1.36.3-vkprovider"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_LABEL_PREFIX = "gpu.vkprovider.io/"
 TAINT_PROVIDER = "virtual-kubelet.io/provider"
-#: The only taint keys this agent adds or removes; every other taint belongs to someone else
-#: (the capacity gate's ``local-capacity``, the node-lifecycle controller's ``node.kubernetes.io/*``).
+#: The taint keys this agent always owns; with the node's configured ``taints`` (``owned_keys``)
+#: the only ones it adds or removes: every other taint belongs to someone else (the capacity
+#: gate's ``local-capacity``, the node-lifecycle controller's ``node.kubernetes.io/*``).
 OWNED_TAINT_KEYS = frozenset({TAINT_PROVIDER, TAINT_UNAVAILABLE})
 
 _LABEL_NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
@@ -77,21 +79,40 @@ def node_labels(
     return labels
 
 
-def owned_taints(breaker_open: bool) -> list[JSON]:
+def owned_taints(breaker_open: bool, cfg: NodeConfig | None = None) -> list[JSON]:
+    """Our taints: the provider taint, the outage taint while the breaker is open, and the
+    node's configured ``taints`` (``vkprovider.taint_config``)."""
     taints: list[JSON] = [{"key": TAINT_PROVIDER, "value": PROVIDER_NAME, "effect": "NoSchedule"}]
     if breaker_open:
         taints.append({"key": TAINT_UNAVAILABLE, "value": "true", "effect": "NoSchedule"})
+    if cfg is not None:
+        taints += [t.to_json() for t in cfg.taints]
     return taints
 
 
-def merge_taints(current: Sequence[JSON], desired: Sequence[JSON]) -> list[JSON]:
-    """``current`` with only our taints changed: foreign taints untouched, order kept (so an
-    unchanged node compares equal and costs no write), an unchanged taint of ours keeps its
-    ``timeAdded``, new ones go last. Matched by (key, effect), the API's uniqueness rule."""
+def config_taint_note(cfg: NodeConfig) -> str | None:
+    """The ``CONFIG_TAINTS_ANNOTATION`` value: the configured taint keys (None: no such taint)."""
+    return ",".join(sorted({t.key for t in cfg.taints})) or None
+
+
+def owned_keys(cfg: NodeConfig, annotations: Mapping[str, str]) -> frozenset[str]:
+    """The taint keys this agent may add or remove on the node: its own, the configured ones,
+    and those it noted having set from config before (so a taint removed from config goes)."""
+    noted = (annotations.get(CONFIG_TAINTS_ANNOTATION) or "").split(",")
+    return OWNED_TAINT_KEYS | {t.key for t in cfg.taints} | {k for k in noted if k}
+
+
+def merge_taints(
+    current: Sequence[JSON], desired: Sequence[JSON], owned: frozenset[str] = OWNED_TAINT_KEYS
+) -> list[JSON]:
+    """``current`` with only our taints (keys in ``owned``) changed: foreign taints untouched,
+    order kept (so an unchanged node compares equal and costs no write), an unchanged taint of
+    ours keeps its ``timeAdded``, new ones go last. Matched by (key, effect), the API's
+    uniqueness rule."""
     wanted = {(t["key"], t["effect"]): t for t in desired}
     merged: list[JSON] = []
     for taint in current:
-        if taint.get("key") not in OWNED_TAINT_KEYS:
+        if taint.get("key") not in owned:
             merged.append(dict(taint))
             continue
         want = wanted.pop((taint.get("key"), taint.get("effect")), None)
@@ -146,7 +167,8 @@ def build_node(cfg: NodeConfig, state: NodeState, conditions: Sequence[Condition
         "metadata": {
             "name": cfg.name,
             "labels": node_labels(cfg, sorted(state.gpu_types), state.max_gpus_per_pod),
+            **({"annotations": {CONFIG_TAINTS_ANNOTATION: note}} if (note := config_taint_note(cfg)) else {}),
         },
-        "spec": {"taints": owned_taints(state.breaker_open)},
+        "spec": {"taints": owned_taints(state.breaker_open, cfg)},
         "status": node_status(cfg, state.gpus, conditions),
     }

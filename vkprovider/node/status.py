@@ -30,11 +30,14 @@ from vkprovider.node.manifest import (
     GPU_LABEL_PREFIX,
     NodeState,
     build_node,
+    config_taint_note,
     merge_taints,
     node_labels,
     node_status,
+    owned_keys,
     owned_taints,
 )
+from vkprovider.taint_config import CONFIG_TAINTS_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,8 @@ class NodeObject:
         )
 
     def metadata_patch(self, state: NodeState) -> JSON | None:
-        """The merge patch that brings labels and our taints to ``state``; None if nothing differs."""
+        """The merge patch that brings labels and our taints (with the configured ones, and
+        the note of which those are) to ``state``; None if nothing differs."""
         assert self.node is not None
         meta, spec = self.node["metadata"], self.node.get("spec") or {}
         current_labels: Mapping[str, str] = meta.get("labels") or {}
@@ -110,10 +114,16 @@ class NodeObject:
             if (key.startswith(GPU_LABEL_PREFIX) or key == MAX_GPUS_PER_POD_LABEL) and key not in wanted:
                 labels[key] = None  # a GPU type (or any offer) no longer listed
         current_taints = list(spec.get("taints") or [])
-        taints = merge_taints(current_taints, owned_taints(state.breaker_open))
+        annotations: Mapping[str, str] = meta.get("annotations") or {}
+        taints = merge_taints(
+            current_taints, owned_taints(state.breaker_open, self._cfg), owned_keys(self._cfg, annotations)
+        )
         patch: JSON = {}
         if labels:
             patch["metadata"] = {"labels": labels}
+        note = config_taint_note(self._cfg)
+        if annotations.get(CONFIG_TAINTS_ANNOTATION) != note:  # which config taints are ours
+            patch.setdefault("metadata", {})["annotations"] = {CONFIG_TAINTS_ANNOTATION: note}
         if taints != current_taints:
             patch["spec"] = {"taints": taints}
         if not patch:

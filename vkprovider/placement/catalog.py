@@ -10,6 +10,9 @@ unit of one offer, and corrected by the next refresh.
 
 The index is built once per refresh so a decision never touches pydantic: offers are grouped
 by normalized GPU type and sorted by (price, GPU count, offer id) inside each group.
+
+The virtual nodes of one process share a provider's entry and its refresh
+(:mod:`vkprovider.placement.shared_offers`): one fetch per provider, whatever its nodes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from vkprovider.models import Offer
 from vkprovider.placement.blocklist import BlockKey, block_key
@@ -27,6 +31,17 @@ from vkprovider.placement.filters import gpu_memory_of
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.types import PlacementTarget
 from vkprovider.retry import Backoff
+
+
+class SharedEntries(Protocol):
+    """What a catalog needs of :class:`vkprovider.placement.shared_offers.SharedOffers`."""
+
+    def join(self, name: str, catalog: Catalog) -> ProviderCatalog: ...
+
+    def owns(self, catalog: Catalog, name: str) -> bool: ...
+
+    async def refresh(self, name: str) -> bool: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -96,19 +111,30 @@ class Catalog:
         limiters: RateLimiters | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_refresh: Callable[[str, bool, str | None], None] | None = None,
+        shared: SharedEntries | None = None,
     ) -> None:
+        """``shared``: the process's entries, shared with the other nodes' catalogs (module
+        docstring); without it this catalog keeps and refreshes its own."""
         self._providers = dict(providers)
-        self._on_refresh = on_refresh
+        self.on_refresh = on_refresh
         self.refresh_seconds = refresh_seconds
         self.timeout_seconds = timeout_seconds
         self._limiters = limiters
         self._clock = clock
+        self._shared = shared
         self.providers: dict[str, ProviderCatalog] = {
-            name: ProviderCatalog(name) for name in sorted(providers)
+            name: shared.join(name, self) if shared is not None else ProviderCatalog(name)
+            for name in sorted(providers)
         }
 
     async def refresh(self, name: str) -> bool:
         """Refresh one provider; on failure keep the last catalog, mark it stale, return False."""
+        if self._shared is not None:  # once for every node listing it
+            return await self._shared.refresh(name)
+        return await self.fetch(name, [self.on_refresh] if self.on_refresh is not None else [])
+
+    async def fetch(self, name: str, listeners: list[Callable[[str, bool, str | None], None]]) -> bool:
+        """Fetch and load one provider's offers, telling each of ``listeners`` the outcome."""
         entry = self.providers[name]
         try:
             if self._limiters is not None:
@@ -124,11 +150,11 @@ class Catalog:
             log.warning(
                 "offer refresh failed; keeping last catalog", extra={"provider": name, "error": entry.error}
             )
-            if self._on_refresh is not None:
-                self._on_refresh(name, False, f"offer refresh failed: {entry.error}")
+            for listener in listeners:
+                listener(name, False, f"offer refresh failed: {entry.error}")
             return False
-        if self._on_refresh is not None:
-            self._on_refresh(name, True, None)
+        for listener in listeners:
+            listener(name, True, None)
         return True
 
     async def refresh_all(self) -> dict[str, bool]:
@@ -137,11 +163,13 @@ class Catalog:
         return dict(zip(names, results, strict=True))
 
     async def run(self, *, restart_delay: float = 1.0) -> None:
-        """Refresh every provider on its timer until cancelled; crashed loops are restarted."""
-        if not self.providers:  # nothing to refresh, but behave like a loop: return only on cancel
+        """Refresh every provider on its timer until cancelled (a shared one: only in the
+        catalog that owns its loop); crashed loops are restarted."""
+        names = [n for n in self.providers if self._shared is None or self._shared.owns(self, n)]
+        if not names:  # nothing to refresh, but behave like a loop: return only on cancel
             await asyncio.Event().wait()
         async with asyncio.TaskGroup() as group:
-            for name in self.providers:
+            for name in names:
                 group.create_task(self._supervise(name, restart_delay), name=f"catalog-{name}")
 
     async def _supervise(self, name: str, restart_delay: float) -> None:

@@ -36,6 +36,7 @@ from vkprovider.placement.rank import RankInputs, rank_offers
 from vkprovider.placement.ratelimit import RateLimiters
 from vkprovider.placement.reserve import Reserver
 from vkprovider.placement.score import ProviderTerms, provider_terms
+from vkprovider.placement.shared_offers import SharedOffers
 from vkprovider.placement.spread import Spread
 from vkprovider.placement.types import (
     Attempt,
@@ -64,9 +65,11 @@ class Placer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         limiters: RateLimiters | None = None,
+        offers: SharedOffers | None = None,
     ) -> None:
         """``limiters``: client-side rate limits shared with other placers (the virtual nodes of
-        one process, ``vkprovider.served_node``), so together they keep a provider's limit."""
+        one process, ``vkprovider.served_node``), so together they keep a provider's limit;
+        ``offers``: their catalog entries, so a provider's offers are fetched once for all."""
         self.config = cfg = config or PlacementConfig()
         self.providers = dict(providers)
         self._clock = clock
@@ -95,6 +98,7 @@ class Placer:
             limiters=self.limiters,
             clock=clock,
             on_refresh=self.health.record_probe,  # a refresh reaches the provider's API too
+            shared=offers,
         )
         self.budgets = Budgets(cfg.namespace_budgets, cfg.default_namespace_budget)
         self.spread = Spread()

@@ -92,3 +92,70 @@ def test_each_node_needs_its_own_kubelet_port(tmp_path: Path) -> None:
         "nodes.1.kubelet_port: 127.0.0.1:10250 is also nodes.0.kubelet_port (each node's kubelet API needs its own)"
     ]
     assert load(tmp_path, nodes=[{"name": "vk-a"}, {"name": "vk-b"}]).node.name == "vk-a"  # kubelet API off
+
+
+def test_each_node_has_its_own_taints(tmp_path: Path) -> None:
+    pool = {"key": "pool.example.com/spot", "value": "true", "effect": "NoSchedule"}
+    settings = load(
+        tmp_path,
+        nodes=[{"name": "vk-spot", "taints": [pool, {"key": "region"}]}, {"name": "vk-ondemand"}],
+    )
+    spot, ondemand = settings.node_list()
+    assert [t.to_json() for t in spot.taints] == [
+        pool,
+        {"key": "region", "value": "", "effect": "NoSchedule"},
+    ]
+    assert ondemand.taints == []
+
+
+def test_bad_or_foreign_node_taints_are_refused_naming_the_field(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        nodes=[
+            {
+                "name": "vk-a",
+                "taints": [
+                    {"key": "bad key!"},
+                    {"key": "ok", "effect": "NoWhere"},
+                    {"key": "virtual-kubelet.io/provider"},
+                    {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+                    {"key": "ok", "value": "x" * 64},
+                ],
+            },
+            {"name": "vk-b", "taints": [{"key": "pool"}, {"key": "pool", "value": "other"}]},
+        ],
+    )
+    text = "\n".join(found)
+    assert "nodes.0.taints.0.key" in text
+    assert "nodes.0.taints.1.effect" in text
+    assert "nodes.0.taints.2.key" in text and "node agent's own taint" in text
+    assert "nodes.0.taints.3.key" in text and "node lifecycle" in text
+    assert "nodes.0.taints.4.value" in text
+    assert "nodes.1.taints.1" in text and "duplicate taint pool:NoSchedule" in text
+
+
+def test_a_node_taint_with_the_gates_key_is_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, node={"name": "vk-one", "taints": [{"key": "local-capacity"}]})
+    assert len(found) == 1 and found[0].startswith(
+        "node.taints.0.key: 'local-capacity' is the capacity gate's"
+    )
+    gate = {"taint": {"key": "burst.example.com/gate"}}
+    found = problems(
+        tmp_path, gate=gate, nodes=[{"name": "vk-a", "taints": [{"key": "burst.example.com/gate"}]}]
+    )
+    assert len(found) == 1 and found[0].startswith("nodes.0.taints.0.key:")
+    # the default gate key is free once the gate uses another
+    assert load(tmp_path, gate=gate, node={"name": "vk-one", "taints": [{"key": "local-capacity"}]})
+
+
+def test_the_deployments_pod_ip_variable_is_every_nodes_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped Deployment sets VKPROVIDER_NODE__INTERNAL_IP (node.internal_ip) to the pod IP:
+    with nodes: that is each node's address, unless a node gives its own."""
+    monkeypatch.setenv("VKPROVIDER_NODE__INTERNAL_IP", "10.1.2.3")
+    settings = load(tmp_path, nodes=[{"name": "vk-a"}, {"name": "vk-b", "internal_ip": "10.9.9.9"}])
+    assert [n.internal_ip for n in settings.node_list()] == ["10.1.2.3", "10.9.9.9"]
+    monkeypatch.setenv("VKPROVIDER_NODE__NAME", "vk-one")  # more than the address: still refused
+    found = problems(tmp_path, nodes=[{"name": "vk-a"}])
+    assert len(found) == 1 and "node: may give only internal_ip" in found[0]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tests.unit.deploy import rendering
 from tests.unit.deploy.rendering import DEPLOY, RENDERED, ROOT, TARGETS, find, objects, one, service_config
-from vkprovider.config import Settings
+from vkprovider.config import Settings, load_settings
 from vkprovider.preflight import StartupChecks
 
 pytestmark = pytest.mark.skipif(rendering.kubectl() is None, reason="no kubectl: run `make cluster-build`")
@@ -86,24 +86,48 @@ def rules_of(doc: dict[str, Any], resource: str, group: str = "") -> list[dict[s
 
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_rbac_names_follow_the_config(target: str, rendered: dict[str, Any]) -> None:
-    docs = rendered[target]
+    assert_rbac_names_every_node(rendered[target])
+
+
+def assert_rbac_names_every_node(docs: list[dict[str, Any]]) -> None:
+    """Every rule that names the node names exactly the config's nodes (``node:`` or ``nodes:``),
+    and the election Role exactly their Leases."""
     config = service_config(docs)
-    node = config["node"]["name"]
+    nodes = [n["name"] for n in config.get("nodes") or [config["node"]]]
     election = config["leader_election"]
-    lease = election["lease_name"] or f"vkprovider-{node}"
+    leases = [election.get("lease_name") or f"vkprovider-{node}" for node in nodes]
     role = one(docs, "ClusterRole", "vkprovider")
     named = [r for r in rules_of(role, "nodes") + rules_of(role, "nodes/status") if "resourceNames" in r]
-    assert named and all(r["resourceNames"] == [node] for r in named)
+    assert len(named) == 2 and all(r["resourceNames"] == nodes for r in named)
     admin = one(docs, "ClusterRole", "vkprovider-admin-api")
     assert admin["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes/proxy"], "resourceNames": [node], "verbs": ["get", "create"]}
+        {"apiGroups": [""], "resources": ["nodes/proxy"], "resourceNames": nodes, "verbs": ["get", "create"]}
     ]
     node_lease = one(docs, "Role", "vkprovider-node-lease")
     assert node_lease["metadata"]["namespace"] == "kube-node-lease"
-    assert [r["resourceNames"] for r in node_lease["rules"] if "resourceNames" in r] == [[node]]
+    assert [r["resourceNames"] for r in node_lease["rules"] if "resourceNames" in r] == [nodes]
     leader = one(docs, "Role", "vkprovider-leader-election")
     assert leader["metadata"]["namespace"] == election["namespace"] == "vkprovider-system"
-    assert [r["resourceNames"] for r in leader["rules"] if "resourceNames" in r] == [[lease]]
+    assert [r["resourceNames"] for r in leader["rules"] if "resourceNames" in r] == [leases]
+
+
+def test_the_several_nodes_example_names_every_node_and_opens_each_kubelet_port(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """deploy/examples/several-nodes: the demo with three nodes, whose patches add each node to
+    the base's one-node RBAC; its config is valid with the Deployment's pod-IP variable set."""
+    docs = objects(rendering.render(DEPLOY / "examples" / "several-nodes"))
+    assert_rbac_names_every_node(docs)
+    monkeypatch.setenv("VKPROVIDER_NODE__INTERNAL_IP", "10.1.2.3")  # what the Deployment sets
+    mounted = tmp_path / "config.yaml"
+    mounted.write_text(yaml.safe_dump(service_config(docs)))
+    settings = load_settings(mounted, checks=StartupChecks(ports=False, kube=False))
+    nodes = settings.node_list()
+    assert [n.name for n in nodes] == ["vk-external", "vk-cheap", "vk-premium"]
+    assert {n.internal_ip for n in nodes} == {"10.1.2.3"}
+    assert settings.leader_election.replicas == one(docs, "Deployment", "vkprovider")["spec"]["replicas"]
+    policy = one(docs, "NetworkPolicy", "vkprovider-kubelet-api")
+    assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == [n.kubelet_port for n in nodes]
 
 
 @pytest.mark.parametrize("target", list(TARGETS))

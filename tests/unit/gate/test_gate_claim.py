@@ -103,7 +103,7 @@ async def test_a_takeover_re_judges_on_the_fresh_node() -> None:
 async def test_a_second_gate_refuses_says_so_once_and_takes_over_when_stale() -> None:
     vk = annotated({HEARTBEAT_ANNOTATION: beat("gate-b", 0)})
     g, writer, events, clock = gate(View([vk], []), signal_timeout_seconds=120)
-    metrics.STATE.start()
+    metrics.STATE.start("vk")
     try:
         for second in range(0, 60, 5):
             clock[0] = float(second)
@@ -112,15 +112,15 @@ async def test_a_second_gate_refuses_says_so_once_and_takes_over_when_stale() ->
         assert writer.calls == []
         assert [e[:2] for e in events.recorded] == [("Warning", "GateOwnerConflict")]
         assert "'gate-b' owns the taint" in events.recorded[0][2]
-        assert REGISTRY.get_sample_value("vkprovider_gate_owner_conflict") == 1
+        assert REGISTRY.get_sample_value("vkprovider_gate_owner_conflict", {"node": "vk"}) == 1
         clock[0] = 61.0  # gate-b's heartbeat (timeout 60 s) went stale
         assert (await g.tick(Signal(8))).action is Action.TAINT  # type: ignore[arg-type]
         assert writer.calls == [True]
         assert read_heartbeat(vk) is not None and read_heartbeat(vk).owner == "gate-a"  # type: ignore[union-attr]
         assert events.recorded[1][1] == "GateResumed"
-        assert REGISTRY.get_sample_value("vkprovider_gate_owner_conflict") == 0
+        assert REGISTRY.get_sample_value("vkprovider_gate_owner_conflict", {"node": "vk"}) == 0
     finally:
-        metrics.STATE.stop()
+        metrics.STATE.stop("vk")
 
 
 async def test_paused_writes_nothing_and_a_manual_untaint_is_not_undone() -> None:

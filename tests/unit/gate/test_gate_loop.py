@@ -69,16 +69,16 @@ def gate(view: View, **cfg: Any) -> tuple[Gate, Writer, Events, list[float]]:
 
 async def test_taints_with_an_event_naming_the_reading() -> None:
     g, writer, events, _ = gate(View([node("a"), virtual_node()], []))
-    metrics.STATE.start()  # what run() does when a term begins
+    metrics.STATE.start("vk")  # what run() does when a term begins
     try:
         assert (await g.tick(Signal(8))).action is Action.TAINT  # type: ignore[arg-type]
         assert writer.calls == [True]
         ((kind, reason, message),) = events.recorded
         assert (kind, reason) == ("Normal", "LocalCapacityAvailable") and "8 free local GPUs" in message
-        assert REGISTRY.get_sample_value("vkprovider_gate_tainted") == 1
-        assert REGISTRY.get_sample_value("vkprovider_gate_free_gpus") == 8
+        assert REGISTRY.get_sample_value("vkprovider_gate_tainted", {"node": "vk"}) == 1
+        assert REGISTRY.get_sample_value("vkprovider_gate_free_gpus", {"node": "vk"}) == 8
     finally:
-        metrics.STATE.stop()
+        metrics.STATE.stop("vk")
 
 
 async def test_a_missing_node_is_never_written() -> None:
@@ -103,7 +103,9 @@ async def test_pending_burst_pods_untaint_and_the_timeout_warns() -> None:
     assert writer.calls == [False]
     assert events.recorded[-1][:2] == ("Warning", "SignalUnavailable")
     assert g.snapshot()["signal_error"].startswith("unreachable")
-    assert REGISTRY.get_sample_value("vkprovider_gate_signal_errors_total", {"kind": "unreachable"})
+    assert REGISTRY.get_sample_value(
+        "vkprovider_gate_signal_errors_total", {"node": "vk", "kind": "unreachable"}
+    )
 
 
 async def test_our_taint_removed_by_someone_else_is_written_back() -> None:

@@ -29,13 +29,27 @@ JSON = dict[str, Any]
 
 
 def samples(controller: PodController, placer: Placer, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """``{sorted labels: value}`` of metric ``name`` as ``/metrics`` serves it now."""
-    text = generate_latest(service_registry(controller, placer)).decode()
+    """``{sorted labels: value}`` of metric ``name`` as ``/metrics`` serves it now, without the
+    ``node`` label, which every state series of this one-node service must carry as ``vk``."""
     out: dict[tuple[tuple[str, str], ...], float] = {}
+    for (node, *labels), value in scrape([(controller, placer)], name).items():
+        assert node == (None if name == "vkprovider_kube_requests_total" else ("node", "vk")), (name, node)
+        out[tuple(label for label in labels if label is not None)] = value
+    return out
+
+
+def scrape(
+    nodes: list[tuple[PodController, Placer]], name: str
+) -> dict[tuple[tuple[str, str] | None, ...], float]:
+    """``{(node label or None, other labels sorted...): value}`` of ``name`` on ``/metrics``."""
+    text = generate_latest(service_registry(nodes)).decode()
+    out: dict[tuple[tuple[str, str] | None, ...], float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == name:
-                out[tuple(sorted(sample.labels.items()))] = sample.value
+                labels = dict(sample.labels)
+                node = ("node", labels.pop("node")) if "node" in labels else None
+                out[(node, *sorted(labels.items()))] = sample.value
     return out
 
 
@@ -144,6 +158,44 @@ async def test_api_requests_are_counted_by_verb_resource_and_code(
     got = samples(controller, placer, "vkprovider_kube_requests_total")
     assert got[(("code", "200"), ("resource", "pods"), ("verb", "GET"))] == 3
     assert got[(("code", "409"), ("resource", "pods/status"), ("verb", "PATCH"))] == 1
+
+
+async def test_each_node_reports_its_own_state_under_its_node_label(kube: KubeClient) -> None:
+    """Two virtual nodes of one process: a node's series carry its name and come with its own
+    term (a node this replica stands by for reports none); API requests are counted once."""
+    nodes = []
+    for name, price in (("vk-a", 2.0), ("vk-b", 3.0)):
+        placer = Placer(
+            {f"cloud-{name}": guard(MemProvider(f"cloud-{name}", [offer(f"cloud-{name}", "h100", price)]))}
+        )
+        await placer.refresh()
+        nodes.append(
+            (PodController(kube, placer.providers, placer, node_name=name, host_ip="127.0.0.1"), placer)
+        )
+    (a, placer_a), (b, placer_b) = nodes
+    start_term(a)  # this replica leads vk-a only
+    await place(a, placer_a, pod("x", "uid-x", "Running"))
+    assert scrape(nodes, "vkprovider_pods") == {
+        (("node", "vk-a"), ("phase", "Running"), ("provider", "cloud-vk-a")): 1
+    }
+    start_term(b)
+    await place(b, placer_b, pod("y", "uid-y"))
+    assert scrape(nodes, "vkprovider_provider_usable") == {
+        (("node", "vk-a"), ("provider", "cloud-vk-a")): 1,
+        (("node", "vk-b"), ("provider", "cloud-vk-b")): 1,
+    }
+    assert scrape(nodes, "vkprovider_spend_per_hour") == {
+        (("node", "vk-a"), ("namespace", "team-a"), ("provider", "cloud-vk-a")): 2.0,
+        (("node", "vk-b"), ("namespace", "team-a"), ("provider", "cloud-vk-b")): 3.0,
+    }
+    assert set(scrape(nodes, "vkprovider_queue_depth")) == {(("node", "vk-a"),), (("node", "vk-b"),)}
+    kube.responses["GET", "pods", 200] += 2
+    assert (
+        scrape(nodes, "vkprovider_kube_requests_total")[
+            (None, ("code", "200"), ("resource", "pods"), ("verb", "GET"))
+        ]
+        == 2
+    )
 
 
 def value(name: str, **labels: str) -> float:

@@ -21,7 +21,7 @@ POD = {
 async def client_for(*providers: MemProvider) -> tuple[httpx.AsyncClient, Any]:
     placer: Any = await placer_for(*providers)
     app = FastAPI()
-    app.include_router(explain_router(placer, prefix="/admin"))
+    app.include_router(explain_router({"vk": placer}, prefix="/admin"))
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://admin"), placer
 
 
