@@ -2,9 +2,7 @@
 
 kubernetes_asyncio handles kubeconfig/in-cluster config, TLS and token refresh; we skip its
 model (de)serialisation, which dominates CPU for list/watch of many pods, and exchange plain
-dicts, decoded and encoded by orjson (``_loads``/``_dumps``: a pod watch event in ~10 µs against
-the standard library's ~23 µs, a body in 0.5 µs against 8; a body orjson cannot encode, an
-integer past 64 bits or a non-string key, goes through ``json`` as before). Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
+dicts. Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
 bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses. The
 proxy environment is read once at start-up (``transport``), not on every request.
 """
@@ -24,7 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
-import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -134,7 +131,7 @@ class KubeClient:
                 # Decoded inside the mapping: a 2xx whose body is not JSON (a proxy's HTML page,
                 # a body cut short) is a transport failure like any other, never a raw
                 # JSONDecodeError escaping to callers that retry on ``KubeError``.
-                return _loads(raw) if raw and decode else None
+                return json.loads(raw) if raw and decode else None
         finally:
             resp.release()
 
@@ -151,7 +148,7 @@ class KubeClient:
             while True:
                 with _transport_errors("WATCH", path):
                     line = await resp.content.readline()
-                    event = _loads(line) if line.strip() else None
+                    event = json.loads(line) if line.strip() else None
                 if not line:
                     return
                 if event is not None:
@@ -194,7 +191,7 @@ class KubeClient:
                 options["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
-        data = None if body is None else _dumps(body)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
             with _transport_errors(method, path):
                 resp: aiohttp.ClientResponse = await rest.pool_manager.request(
@@ -212,22 +209,6 @@ class KubeClient:
                 resp.release()
             raise _error_from_body(resp.status, raw)
         return resp
-
-
-def _loads(raw: bytes) -> Any:
-    """JSON of an answer or a watch line. orjson's error is a ``json.JSONDecodeError``, so a
-    body that is not JSON fails as before. (orjson reads an integer past 64 bits as a float; the
-    apiserver never sends one: Go decodes any JSON number into an int64 or a float64.)"""
-    return orjson.loads(raw)
-
-
-def _dumps(body: Any) -> bytes:
-    """Compact JSON of a request body; ``json`` for what orjson cannot encode (non-string keys,
-    integers past 64 bits)."""
-    try:
-        return orjson.dumps(body)
-    except TypeError:
-        return json.dumps(body, separators=(",", ":")).encode()
 
 
 @functools.lru_cache(maxsize=64)

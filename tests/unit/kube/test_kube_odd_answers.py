@@ -114,13 +114,3 @@ async def test_leader_election_survives_odd_answers_and_then_leads(
     finally:
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
-
-
-async def test_bodies_orjson_cannot_encode_are_sent_as_json(served: tuple[LeaseApi, KubeClient]) -> None:
-    """orjson refuses integers past 64 bits and non-string keys; the client falls back to
-    ``json`` for those bodies, so they are sent intact, as before."""
-    api, kube = served
-    big = 2**70 + 1
-    lease = {"metadata": {"name": "x", "namespace": "ns"}, "spec": {"big": big, 1: "one"}}
-    await kube.request("POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", body=lease, decode=False)
-    assert api.lease is not None and api.lease["spec"] == {"big": big, "1": "one"}
