@@ -28,9 +28,9 @@ from vkprovider.kube.informer import _lean
 DATA = Path(__file__).with_name("data") / "pod_watch_events.jsonl"
 
 
-def cached_events() -> list[bytes]:
+def cached_events(data: Path) -> list[bytes]:
     """The watch lines the informer caches (every type but DELETED), in order."""
-    lines = DATA.read_bytes().splitlines()
+    lines = data.read_bytes().splitlines()
     return [line for line in lines if json.loads(line)["type"] != "DELETED"]
 
 
@@ -41,8 +41,8 @@ def run_chain(lines: list[bytes], reuse: bool) -> None:
         previous = _lean(obj, previous if reuse else None)
 
 
-def measure(rounds: int, repeat: int) -> None:
-    lines = cached_events()
+def measure(data: Path, rounds: int, repeat: int) -> None:
+    lines = cached_events(data)
     variants = {"full walk (before)": False, "with the previous version (after)": True}
     figures: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
@@ -59,8 +59,8 @@ def measure(rounds: int, repeat: int) -> None:
         print(f"{name:36} {statistics.median(values):16.1f} {min(values):8.1f}")
 
 
-async def capture() -> None:
-    """Write ``DATA`` anew: one pod through the path bench_pods.py takes, as the watch sees it."""
+async def capture() -> bytes:
+    """The watch lines anew: one pod through the path bench_pods.py takes, as the watch sees it."""
     from bench_pods import pod, running_status
 
     from vkprovider.devcluster import Cluster
@@ -92,9 +92,8 @@ async def capture() -> None:
             await kube.request("DELETE", f"{path}/p-1", body={"gracePeriodSeconds": grace})
         await asyncio.sleep(1.0)
         watcher.cancel()
-        DATA.write_bytes(b"".join(lines))
-        print(f"{len(lines)} watch events written to {DATA}")
         await kube.close()
+        return b"".join(lines)
     finally:
         await cluster.stop(remove=True)
 
@@ -104,11 +103,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=300)
     parser.add_argument("--capture", action="store_true", help="write the events anew from a dev cluster")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="the events file (read, or written by --capture)"
+    )
     args = parser.parse_args()
     if args.capture:
-        asyncio.run(capture())
+        captured = asyncio.run(capture())
+        args.data.write_bytes(captured)
+        print(f"{len(captured.splitlines())} watch events written to {args.data}")
     else:
-        measure(args.rounds, args.repeat)
+        measure(args.data, args.rounds, args.repeat)
 
 
 if __name__ == "__main__":
