@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -382,7 +383,10 @@ def per_pod_calls(before: dict[str, int], after: dict[str, int], pods: int) -> s
 async def run(args: argparse.Namespace) -> None:
     pods = args.pods
     large = pods > 2000
-    cluster = await Cluster.start("bench-pods", gpu_nodes=0, size=ControlPlaneSize.large() if large else None)
+    # One cluster per run: a fixed name would stop another session's bench mid-run (start()
+    # stops whatever cluster the name's run directory holds).
+    name = f"bench-pods-{os.getpid()}"
+    cluster = await Cluster.start(name, gpu_nodes=0, size=ControlPlaneSize.large() if large else None)
     raw_pods = args.raw_pods or pods
     admin = await KubeClient.connect(str(cluster.kubeconfig), qps=100_000, burst=100_000)
     service: Service | None = None

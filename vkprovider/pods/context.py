@@ -71,6 +71,13 @@ class SyncDeps:
 
 
 def parse_time(value: str | None) -> float | None:
+    """Seconds since the epoch of an API timestamp (RFC 3339 in UTC, ``...Z``), None for none.
+
+    ``fromisoformat``, not ``strptime``: read on every deleting pod's sync, and strptime costs
+    ~10 us a call (a regular expression and locale tables) against well under 1 us. A value
+    without the ``Z`` is refused (ValueError) rather than read as local time."""
     if not value:
         return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    if not value.endswith("Z"):
+        raise ValueError(f"not an RFC 3339 UTC timestamp: {value!r}")
+    return datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp()

@@ -36,3 +36,29 @@ def test_the_table_is_bounded_and_starts_afresh() -> None:
     assert len(shared._strings) <= 3
     value = shared.share({"k": ["x", {"y": 1}]})
     assert value == {"k": ["x", {"y": 1}]}
+
+
+def test_a_new_version_takes_its_unchanged_parts_from_the_previous_one() -> None:
+    first = _lean(pod("a"))
+    changed = pod("a")
+    changed["metadata"]["resourceVersion"] = "2"
+    changed["status"]["conditions"].append({"type": "Initialized", "status": "False"})
+    changed["status"]["podIP"] = "10.0.0.1"
+    second = _lean(changed, first)
+    expected = pod("a")
+    del expected["metadata"]["managedFields"]
+    expected["metadata"]["resourceVersion"] = "2"
+    expected["status"]["conditions"].append({"type": "Initialized", "status": "False"})
+    expected["status"]["podIP"] = "10.0.0.1"
+    assert second == expected  # every change is there
+    assert first["metadata"].get("resourceVersion") is None  # the previous version is untouched
+    assert len(first["status"]["conditions"]) == 1
+    same = pod("a")
+    same["metadata"]["resourceVersion"] = "3"
+    third = _lean(same, second)
+    assert third["status"] is not second["status"]  # conditions shrank back: a new status
+    assert third["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    fourth = _lean(pod("a"), third)
+    assert fourth["status"] is third["status"]  # unchanged: the previous version's, not a copy
+    assert fourth["metadata"] is not third["metadata"]  # resourceVersion went away: walked anew
+    assert "resourceVersion" not in fourth["metadata"]
