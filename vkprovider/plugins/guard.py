@@ -61,9 +61,9 @@ class Validated:
     """Fingerprints of the statuses that passed ``check_status``, kept for one list round.
 
     A fingerprint is the status's field values plus a copy (a tuple) of its mutable fields,
-    the ``containers`` list and the carried endpoints' lists, so a status equal to one that passed is recognised and the same
-    object changed in place since is not; ``roll`` after each list keeps only what
-    that list returned (the memory is the last list's)."""
+    the ``containers`` list and the carried endpoints' lists, so a status equal to one that
+    passed is recognised and the same object changed in place since is not; ``roll`` after each
+    list keeps only what that list returned (the memory is the last list's)."""
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[object, ...]] = {}

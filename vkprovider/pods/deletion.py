@@ -3,8 +3,9 @@
 Graceful deletion follows the kubelet: on ``deletionTimestamp`` the provider is asked to stop
 the deployment with the pod's grace period (``deletionGracePeriodSeconds``); the worker does not
 wait but requeues until the provider reports the deployment ended (terminal or gone: a
-``get``, unless the delete itself answered "gone") or the grace period is over; then the object is deleted with grace 0 and a UID precondition. A pod
-with nothing running is deleted at once.
+``get``, unless the delete itself answered "gone") or the grace period is over; then the
+object is deleted with grace 0 and a UID precondition. A pod with nothing running is deleted
+at once.
 
 Two requests per pod by default, the Event included (``ProviderDeleteSuccess``, then the
 delete), as the Go virtual-kubelet library does: it deletes the object once the provider
@@ -196,9 +197,8 @@ class Deletion:
         final = ended if isinstance(ended, DeploymentStatus) else record.last_status
         # Where it stopped: a provider still confirming, else the one that answered "gone"
         # (``names`` on this pass; on a retried object delete, what the first attempt recorded).
-        where = next(
-            iter([*stopping, *names]), record.stopped_on if record.stopped_on != "none" else provider
-        )
+        recorded = record.stopped_on if record.stopped_on != "none" else provider
+        where = (stopping or names or [recorded])[0]
         await self._remove(pod, record, final, where, ended=ended is not _RUNNING)
         return None
 

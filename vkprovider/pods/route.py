@@ -11,8 +11,8 @@ declares none — a batch job — serves nothing and gets the condition only).
 
 The provider is asked once per deployment (the record remembers which deployment id it asked
 for), again only after a redeploy, never per Service, per reconcile or on a timer; not at all
-when its status carries the answer (``DeploymentStatus.endpoints``, one call per pod less). A failed call
-changes nothing and is asked again on the pod's next status change.
+when its status carries the answer (``DeploymentStatus.endpoints``, one call per pod less). A
+failed call changes nothing and is asked again on the pod's next status change.
 """
 
 from __future__ import annotations
