@@ -33,6 +33,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.sizing import ControlPlaneSize
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
@@ -137,6 +139,7 @@ def print_counts(title: str, counts: Counter[tuple[str, str, str]], pods: int) -
 class Service:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self.provider_url: str | None = None  #: the fakecloud's URL (None: memory adapter)
 
     @classmethod
     async def start(cls, cluster: Cluster, node: str, args: argparse.Namespace) -> Service:
@@ -160,7 +163,7 @@ class Service:
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
         service = cls(proc)
-        await service._reply()
+        service.provider_url = (await service._reply()).get("provider_url")
         return service
 
     async def _reply(self) -> dict[str, Any]:
@@ -185,6 +188,15 @@ class Service:
                 await asyncio.sleep(0.5)
         await asyncio.sleep(1.0)  # the last ones in flight
         return await self.send("stats")
+
+    async def provider_requests(self) -> Counter[str]:
+        """The fakecloud's own count of API requests served, by ``METHOD /route`` (empty with the
+        memory adapter), read from its ``/admin/stats`` by the bench, not by the service."""
+        if self.provider_url is None:
+            return Counter()
+        async with httpx.AsyncClient(base_url=self.provider_url) as http:
+            counts: dict[str, int] = (await http.get("/admin/stats")).json()["requests"]
+        return Counter({k: v for k, v in counts.items() if k.startswith(("GET", "POST", "PUT", "DELETE"))})
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
@@ -370,6 +382,14 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def provider_rows(before: Counter[str], after: Counter[str], pods: int) -> str:
+    """Provider requests per pod by route, e.g. ``POST /v1/deployments 1.00``."""
+    diff = after - before
+    total = sum(diff.values())
+    shown = ", ".join(f"{k} {v / pods:.2f}" for k, v in sorted(diff.items()))
+    return f"{total / pods:.2f}: {shown or 'none'}"
+
+
 def per_pod_calls(before: dict[str, int], after: dict[str, int], pods: int) -> str:
     diff = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     shown = [
@@ -408,6 +428,7 @@ async def run(args: argparse.Namespace) -> None:
         if args.profile:
             await service.send("profile")
         metrics0 = await request_counts(cluster)
+        p0 = await service.provider_requests()
         s0 = await service.send("stats")
         started = time.perf_counter()
         sent = await create_all(admin, names, node, "pods")
@@ -416,6 +437,7 @@ async def run(args: argparse.Namespace) -> None:
         # A pod's cost up includes what it left queued (background Events): count once settled.
         s1 = await service.settled()
         metrics1 = await request_counts(cluster)
+        p1 = await service.provider_requests()
         s1b, t1b = await service.send("stats"), time.perf_counter()
         await asyncio.sleep(args.steady_seconds or args.idle_seconds)  # all Running: the cost now?
         s1c, t1c = await service.send("stats"), time.perf_counter()
@@ -423,12 +445,14 @@ async def run(args: argparse.Namespace) -> None:
 
         s2 = await service.send("stats")
         metrics2 = await request_counts(cluster)
+        p2 = await service.provider_requests()
         deleting = time.perf_counter()
         delete_sent = await delete_all(admin, names)
         await watch.until(lambda: len(watch.gone) >= pods, args.timeout)
         down_s = max(watch.gone.values()) - deleting
         s3 = await service.settled()  # the Events still queued are written
         metrics3 = await request_counts(cluster)
+        p3 = await service.provider_requests()
         raw_after = await raw_ceiling(admin, raw_pods)  # the machine is shared: take both ends
         raw = (raw + raw_after) / 2
         drain = await raw_drain(admin, raw_pods)
@@ -474,6 +498,14 @@ async def run(args: argparse.Namespace) -> None:
             (
                 "API requests per pod down",
                 f"{down_calls / pods:.2f}: {per_pod_calls(s2['calls'], s3['calls'], pods)}",
+            ),
+            *(
+                [
+                    ("provider requests per pod up", provider_rows(p0, p1, pods)),
+                    ("provider requests per pod down", provider_rows(p2, p3, pods)),
+                ]
+                if service.provider_url
+                else []
             ),
             (
                 "service CPU ms per pod up / down",

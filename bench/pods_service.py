@@ -6,6 +6,7 @@ process (the service alone, no provider latency), or fakecloud at zero latency, 
 process of its own whose CPU is reported apart (the adapter's is the service's). Talks to
 the bench over stdin/stdout, one JSON line per command:
 
+    (first line) -> {"ready": true, "provider_url": the fakecloud's URL, or None}
     stats   -> {"cpu_s": user+system CPU seconds, "rss_kb", "peak_rss_kb", "calls": {"VERB kind": n},
                 "provider_cpu_s": the fakecloud process's CPU seconds (None with the memory adapter)}
     quit    -> stops (writing the cProfile stats first when --profile is given)
@@ -159,7 +160,8 @@ async def serve(args: argparse.Namespace) -> None:
     reader = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    print(json.dumps({"ready": True}), flush=True)
+    # The bench reads the cloud's own request counts (/admin/stats) itself: not the service's CPU.
+    print(json.dumps({"ready": True, "provider_url": server.url if server else None}), flush=True)
     while line := (await reader.readline()).decode().strip():
         if line == "profile" and profile is not None:
             profile.enable()

@@ -181,6 +181,35 @@ class ContainerStatus(_Model):
     image: str = ""
 
 
+class PortMapping(_Model):
+    """One container port as a client reaches it: ``address:port`` serves ``container_port``."""
+
+    container_port: int = Field(ge=1, le=65535, description="the port the container listens on")
+    protocol: Literal["TCP", "UDP", "SCTP"] = Field(default="TCP", description="TCP, UDP or SCTP")
+    port: int = Field(ge=1, le=65535, description="the port a client must connect to")
+
+
+class DeploymentEndpoints(_Model):
+    """How one running deployment is reached from the cluster (``endpoints`` capability).
+
+    ``addresses`` empty means "no route (yet)": the replica is not published. A container port
+    absent from ``ports`` is not reachable, even if the addresses are.
+    """
+
+    uid: str = Field(description="the pod UID the deployment runs")
+    addresses: list[str] = Field(
+        default=[], description="IP addresses (or DNS names) a client in the cluster connects to"
+    )
+    ports: list[PortMapping] = Field(default=[], description="one entry per reachable container port")
+
+    def port_for(self, container_port: int, protocol: str = "TCP") -> int | None:
+        """The port a client uses for ``container_port``/``protocol``; None: not reachable."""
+        return next(
+            (m.port for m in self.ports if m.container_port == container_port and m.protocol == protocol),
+            None,
+        )
+
+
 class DeploymentStatus(_Model):
     """What a provider reports about one deployment; the only source of pod status."""
 
@@ -197,6 +226,14 @@ class DeploymentStatus(_Model):
     started_at: datetime | None = None
     containers: list[ContainerStatus] = []
     price_per_hour: float | None = None
+    endpoints: DeploymentEndpoints | None = Field(
+        default=None,
+        description=(
+            "how the deployment is reached, when the provider knows it with the status (what "
+            "`endpoints` would answer, same rules): the host then asks no `endpoints`; "
+            "unset: not given here, the host asks `endpoints` once the deployment runs"
+        ),
+    )
 
 
 class LogOptions(_Model):
@@ -225,32 +262,3 @@ class DeploymentUsage(_Model):
     uid: str = Field(description="the pod UID the deployment runs")
     timestamp: datetime = Field(description="when the figures were sampled (the metrics' timestamps)")
     containers: list[ContainerUsage] = Field(default=[], description="one entry per running container")
-
-
-class PortMapping(_Model):
-    """One container port as a client reaches it: ``address:port`` serves ``container_port``."""
-
-    container_port: int = Field(ge=1, le=65535, description="the port the container listens on")
-    protocol: Literal["TCP", "UDP", "SCTP"] = Field(default="TCP", description="TCP, UDP or SCTP")
-    port: int = Field(ge=1, le=65535, description="the port a client must connect to")
-
-
-class DeploymentEndpoints(_Model):
-    """How one running deployment is reached from the cluster (``endpoints`` capability).
-
-    ``addresses`` empty means "no route (yet)": the replica is not published. A container port
-    absent from ``ports`` is not reachable, even if the addresses are.
-    """
-
-    uid: str = Field(description="the pod UID the deployment runs")
-    addresses: list[str] = Field(
-        default=[], description="IP addresses (or DNS names) a client in the cluster connects to"
-    )
-    ports: list[PortMapping] = Field(default=[], description="one entry per reachable container port")
-
-    def port_for(self, container_port: int, protocol: str = "TCP") -> int | None:
-        """The port a client uses for ``container_port``/``protocol``; None: not reachable."""
-        return next(
-            (m.port for m in self.ports if m.container_port == container_port and m.protocol == protocol),
-            None,
-        )

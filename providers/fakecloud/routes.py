@@ -123,8 +123,12 @@ async def get_endpoints(request: Request, uid: str) -> dict[str, Any]:
 
 @api_router.delete("/deployments/{uid}", status_code=204)
 async def delete_deployment(request: Request, uid: str) -> Response:
-    _store(request).remove(uid)
-    return Response(status_code=204)
+    """204: gone (also an unknown UID); 202: accepted, an asynchronous delete still in flight
+    (``delete_delay_seconds``), so the client confirms with ``get``."""
+    store = _store(request)
+    store.remove(uid)
+    in_flight = any(d.uid == uid for d in still_deleting(store))
+    return Response(status_code=202 if in_flight else 204)
 
 
 def _lines(store: Store, d: Deployment, container: str) -> list[tuple[float, str]]:

@@ -274,7 +274,14 @@ class Store:
         return kept
 
     def status(self, deployment: Deployment) -> DeploymentStatus:
-        return status_of(deployment, self.config, self._seen_at(deployment))
+        """Its status; a running one carries its endpoints (what ``GET …/endpoints`` answers),
+        so a client needs no second call to learn how it is reached."""
+        at = self._seen_at(deployment)
+        status = status_of(deployment, self.config, at)
+        if status.phase is not Phase.RUNNING:
+            return status
+        endpoints = endpoints_of(deployment, self.config, at, routable=self.knobs.routable)
+        return status.model_copy(update={"endpoints": endpoints})
 
     def endpoints(self, deployment: Deployment) -> DeploymentEndpoints:
         return endpoints_of(deployment, self.config, self._seen_at(deployment), routable=self.knobs.routable)

@@ -46,6 +46,9 @@ class KubernetesProvider(CloudAdapter[dict[str, Any]]):
 
     Settings: ClassVar[type[KubernetesSettings]] = KubernetesSettings
     kind = "remote pod"
+    #: the pod's name is derived from the UID and a second create answers AlreadyExists (read
+    #: back): deploy creates and delete removes without a look-up first, one request each
+    create_is_idempotent = True
 
     def __init__(self, name: str, settings: KubernetesSettings) -> None:
         super().__init__(name)

@@ -59,6 +59,7 @@ KIT_CLASSES: tuple[tuple[type, tuple[str, ...]], ...] = (
             "stream",
         ),
     ),
+    (api.DirectSender, ("request",)),
 )
 KIT_FUNCTIONS = (api.cheapest_offer, api.one_container_status)
 KIT = """\
@@ -73,8 +74,10 @@ from them: the identity map (pod UID → cloud id) rebuilt from the cloud's
 labels after a restart, deploy and delete serialised per UID, find-before-create, delete that
 tolerates `NotFound`, `NotFound` for unknown UIDs, logs cut at `limit_bytes`. Its
 `KeyedHttpClient` reads every failure through the one status table; the adapter writes only
-`error_detail` (the cloud's wording) and `error_class` (its departures from the table). The
-rules behind each: [plugin-guide.md](plugin-guide.md), *The adapter kit*.
+`error_detail` (the cloud's wording) and `error_class` (its departures from the table).
+`DirectSender` sends plain calls straight to an httpx transport (the key's rules kept, no
+`AsyncClient` per-request work). The rules behind each: [plugin-guide.md](plugin-guide.md),
+*The adapter kit*.
 """
 ERRORS = (
     api.InvalidRequest,

@@ -101,6 +101,21 @@ async def test_delete_is_idempotent_and_final(provider: Provider, harness: Harne
     assert all(s.phase.terminal for s in remaining)
 
 
+async def test_delete_answers_gone_only_when_it_is_gone(
+    provider: Provider, harness: Harness, node: str
+) -> None:
+    """``delete`` returns True (the host then asks no ``get``) only when the deployment is gone:
+    ``get`` answers NotFound and ``list`` leaves it out. Anything else it returns is None."""
+    request = harness.request(new_uid(), node)
+    await provider.deploy(request)
+    gone = await provider.delete(request.uid)
+    assert gone is True or gone is None, f"delete returned {gone!r}: True (gone) or None"
+    if gone:
+        with pytest.raises(NotFound):
+            await provider.get(request.uid)
+        assert request.uid not in {s.uid for s in await provider.list(node)}
+
+
 async def test_list_is_scoped_to_the_node(provider: Provider, harness: Harness, node: str) -> None:
     other = f"{node}-other"
     mine, theirs = harness.request(new_uid(), node), harness.request(new_uid(), other)
@@ -277,6 +292,34 @@ async def test_endpoints_say_how_a_running_deployment_is_reached(
         mapped = [(m.container_port, m.protocol) for m in found.ports]
         assert len(mapped) == len(set(mapped)), f"a container port mapped twice: {mapped}"
         assert set(mapped) <= declared, f"mappings {mapped} for ports never declared ({declared})"
+    finally:
+        await provider.delete(request.uid)
+
+
+async def test_endpoints_carried_by_a_status_are_what_endpoints_answers(
+    provider: Provider, harness: Harness, node: str
+) -> None:
+    """A status MAY carry ``endpoints`` (the host then does not call ``endpoints``): if a running
+    deployment's does, they are its own, and the same as ``endpoints`` answers when declared."""
+    request = _with_a_port(harness.request(new_uid(), node))
+    await provider.deploy(request)
+    try:
+        await knob(harness.advance(request.uid, Phase.RUNNING))
+
+        async def running() -> bool:
+            return (await provider.get(request.uid)).phase is Phase.RUNNING
+
+        await eventually(running)
+        status = await provider.get(request.uid)
+        listed = [s for s in await provider.list(node) if s.uid == request.uid]
+        carried = [s.endpoints for s in (status, *listed) if s.endpoints is not None]
+        if not carried:
+            pytest.skip("the adapter's statuses carry no endpoints")
+        assert all(e.uid == request.uid for e in carried), f"endpoints of another UID: {carried}"
+        if (await provider.info()).capabilities.endpoints:
+            assert isinstance(provider, SupportsEndpoints)
+            answered = await provider.endpoints(request.uid)
+            assert all(e == answered for e in carried), f"carried {carried}, endpoints says {answered}"
     finally:
         await provider.delete(request.uid)
 

@@ -12,7 +12,8 @@ reference is docs/plugin-api.md):
   deployment, and the second call returns its current status — also when several calls for a
   new UID arrive at once (hold :class:`UidLocks` around "look up, create if missing", or use the
   cloud's idempotency key / "already exists" answer).
-* ``delete`` of an unknown UID MUST succeed.
+* ``delete`` of an unknown UID MUST succeed. It returns True only when the deployment is
+  certainly gone (then the host does not ``get`` it to confirm), else None.
 * ``list(node_name)`` MUST return only deployments labelled for that node
   (``DeploymentRequest.tags()`` holds the labels to attach).
 * ``get`` of an unknown UID MUST raise :class:`NotFound`.
@@ -32,9 +33,10 @@ the status of a one-container deployment (:mod:`.container_status`).
 Helpers for adapter authors are re-exported here too (see docs/plugin-guide.md): API-key settings
 and auth (:mod:`.apikey`), status and response → error class (:mod:`.http_errors`), catalog GPU
 names (:mod:`.catalog`), per-UID deploy locks (:mod:`.uid_locks`), a keyed HTTP client with a
-separate pool for log streams (:mod:`.http_client`), ``limit_bytes`` to stop a log stream at
-``LogOptions.limit_bytes`` (:mod:`.log_limit`) and the project's token bucket for client-side
-rate limits.
+separate pool for log streams (:mod:`.http_client`), plain calls straight to an httpx
+transport with the key's rotation rules but without ``AsyncClient``'s per-request CPU
+(:mod:`.direct_http`), ``limit_bytes`` to stop a log stream at ``LogOptions.limit_bytes``
+(:mod:`.log_limit`) and the project's token bucket for client-side rate limits.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from vkprovider.plugins.apikey import ApiKeySettings, ApiKeySource, BearerAuth
 from vkprovider.plugins.catalog import normalize_catalog_gpu
 from vkprovider.plugins.cloud_adapter import CloudAdapter
 from vkprovider.plugins.container_status import container_state, one_container_status
+from vkprovider.plugins.direct_http import DirectSender
 from vkprovider.plugins.http_client import (
     DEFAULT_LOG_STREAM_CONNECTIONS,
     HttpCloudSettings,
@@ -124,6 +127,7 @@ __all__ = [
     "DeploymentRequest",
     "DeploymentStatus",
     "DeploymentUsage",
+    "DirectSender",
     "EnvVar",
     "FileMount",
     "HttpCloudSettings",
@@ -206,13 +210,17 @@ class Provider(Protocol):
         """Every deployment labelled for ``node_name``, and no other. One call serves all pods."""
         ...
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool | None:
         """Delete the deployment for ``uid``. Deleting an unknown UID MUST succeed.
 
         ``grace_period_seconds`` is the pod's grace period (``deletionGracePeriodSeconds``):
         a provider that can stop gracefully gives the workload that long to drain before it is
         killed; None means the provider's default. The call MAY return before the deployment
         has stopped; ``get`` then reports it until it is terminal or gone.
+
+        Return True only when the answer says the deployment is gone (removed, no longer billed;
+        the cloud said "deleted", not "accepted"): the host then asks no ``get`` to confirm it
+        stopped. None (or False): it may still be stopping, the host confirms with ``get``.
         """
         ...
 

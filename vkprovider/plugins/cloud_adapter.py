@@ -26,8 +26,12 @@ What the kit does with them:
 * **Per-UID serialisation**: ``deploy`` and ``delete`` of one UID run one at a time
   (:class:`~vkprovider.plugins.uid_locks.UidLocks`), so concurrent deploys make one deployment
   and a delete waits for a create in flight instead of missing the object it is making.
-* **Find before create**: ``deploy`` of a UID that has a deployment returns its status.
+* **Find before create**: ``deploy`` of a UID that has a deployment returns its status. A
+  cloud whose create is idempotent by UID and whose id is derived (``create_is_idempotent``
+  with ``known_id``) skips the look-up: ``deploy`` creates and ``delete`` removes at once, one
+  request each.
 * **Delete tolerates NotFound**: an unknown UID, or an object gone between look-up and delete.
+  ``delete`` answers True ("gone", no ``get`` needed) when ``remove`` did.
 * **Unknown UID**: ``get``, ``endpoints`` and ``logs`` raise ``NotFound`` naming the provider.
 * **Logs**: the deployment is found first, the adapter's chunks
   are cut at ``LogOptions.limit_bytes`` and the stream is closed as soon as the reader stops.
@@ -83,6 +87,11 @@ class CloudAdapter(ABC, Generic[V]):
     #: ``ProviderInfo.adapter`` and ``.version`` of the default ``info``.
     adapter: str = ""
     version: str = "0.1.0"
+    #: The cloud's create is idempotent by pod UID (a second create of a UID returns the first
+    #: deployment, e.g. its "already exists" answer read back) and ``known_id`` derives the id:
+    #: then ``deploy`` calls ``create`` and ``delete`` calls ``remove(known_id(uid))`` at once,
+    #: without the look-up request before each (``NotFound`` from ``remove`` is tolerated).
+    create_is_idempotent: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -149,11 +158,13 @@ class CloudAdapter(ABC, Generic[V]):
         """Create the deployment (refuse unsupported input before any call); its status, whose
         ``provider_id`` the kit remembers as the UID's cloud id.
 
-        Called under the UID's lock, only when no deployment for the UID was found."""
+        Called under the UID's lock, only when no deployment for the UID was found — or, with
+        ``create_is_idempotent``, on every ``deploy`` (it must then return the existing one)."""
 
     @abstractmethod
-    async def remove(self, cloud_id: str, grace_period_seconds: float | None) -> None:
-        """Delete one object by id (``NotFound`` is tolerated by the kit)."""
+    async def remove(self, cloud_id: str, grace_period_seconds: float | None) -> bool | None:
+        """Delete one object by id (``NotFound`` is tolerated by the kit). True only when the
+        cloud's answer says it is gone (``delete`` passes it on: no ``get`` to confirm)."""
 
     def known_id(self, uid: str) -> str | None:
         """The cloud id if it is derived from the UID (a deterministic name), else ``None``.
@@ -173,12 +184,17 @@ class CloudAdapter(ABC, Generic[V]):
 
     # ---- the Provider contract, once --------------------------------------------------------
 
+    def _direct_id(self, uid: str) -> str | None:
+        """The id to create/remove at once (``create_is_idempotent``), else None: look up first."""
+        return self.known_id(uid) if self.create_is_idempotent else None
+
     async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
         async with self._locks.lock(request.uid):
-            try:
-                return self.status(await self.find(request.uid))
-            except NotFound:
-                pass
+            if self._direct_id(request.uid) is None:
+                try:
+                    return self.status(await self.find(request.uid))
+                except NotFound:
+                    pass
             status = await self.create(request)
             self._remember(request.uid, status.provider_id)
             log.info(
@@ -214,16 +230,20 @@ class CloudAdapter(ABC, Generic[V]):
             statuses.append(self.status(view))
         return statuses
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool | None:
         async with self._locks.lock(uid):
-            try:
-                cloud_id = self.cloud_id(await self.find(uid))
-            except NotFound:
-                return
+            cloud_id = self._direct_id(uid)
+            if cloud_id is None:
+                try:
+                    cloud_id = self.cloud_id(await self.find(uid))
+                except NotFound:
+                    return None
+            gone: bool | None = None
             with suppress(NotFound):  # gone between the look-up and the call: deleted all the same
-                await self.remove(cloud_id, grace_period_seconds)
+                gone = await self.remove(cloud_id, grace_period_seconds)
             self._ids.pop(uid, None)
             log.info("provider %s: deleted %s %s for uid %s", self._name, self.kind, cloud_id, uid)
+            return True if gone is True else None
 
     async def find(self, uid: str) -> V:
         """The object of ``uid``: by its known or cached id, else by searching; ``NotFound``."""

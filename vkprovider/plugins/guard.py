@@ -60,10 +60,10 @@ def _check_size(model: BaseModel, what: str) -> None:
 class Validated:
     """Fingerprints of the statuses that passed ``check_status``, kept for one list round.
 
-    A fingerprint is the status's field values plus a copy (a tuple) of its one mutable field,
-    the ``containers`` list, so a status equal to one that passed is recognised and the same
-    object changed in place since is not; ``roll`` after each list keeps only what
-    that list returned (the memory is the last list's)."""
+    A fingerprint is the status's field values plus a copy (a tuple) of its mutable fields,
+    the ``containers`` list and the carried endpoints' lists, so a status equal to one that
+    passed is recognised and the same object changed in place since is not; ``roll`` after each
+    list keeps only what that list returned (the memory is the last list's)."""
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[object, ...]] = {}
@@ -71,7 +71,9 @@ class Validated:
 
     @staticmethod
     def fingerprint(status: DeploymentStatus) -> tuple[object, ...]:
-        return (type(status), *status.__dict__.values(), tuple(status.containers))
+        endpoints = status.endpoints
+        carried = (tuple(endpoints.addresses), tuple(endpoints.ports)) if endpoints is not None else ()
+        return (type(status), *status.__dict__.values(), tuple(status.containers), *carried)
 
     def seen(self, status: DeploymentStatus, fingerprint: tuple[object, ...]) -> bool:
         return self._last.get(status.uid) == fingerprint or self._current.get(status.uid) == fingerprint
@@ -102,6 +104,8 @@ def check_status(
         raise AdapterBug(f"deployment {status.uid!r}: unknown phase {status.phase!r}")
     if uid is not None and status.uid != uid:
         raise AdapterBug(f"asked for uid {uid!r}, got status for {status.uid!r}")
+    if status.endpoints is not None and status.endpoints.uid != status.uid:
+        raise AdapterBug(f"status of {status.uid!r} carries the endpoints of {status.endpoints.uid!r}")
     if node_name is not None and status.node_name and status.node_name != node_name:
         raise AdapterBug(
             f"list/watch for node {node_name!r} returned {status.uid!r} of node {status.node_name!r}"
@@ -230,12 +234,16 @@ class GuardedProvider:
         self.secrets.listed(s.uid for s in checked)
         return checked
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool | None:
+        """True only if the adapter said True (gone); any other answer is "confirm with get"."""
         if grace_period_seconds is None:  # adapters written before the grace period keep working
-            await self._call("delete", self.inner.delete(uid), uid)
+            gone = await self._call("delete", self.inner.delete(uid), uid)
         else:
-            await self._call("delete", self.inner.delete(uid, grace_period_seconds=grace_period_seconds), uid)
+            gone = await self._call(
+                "delete", self.inner.delete(uid, grace_period_seconds=grace_period_seconds), uid
+            )
         self.secrets.retire(uid)
+        return True if gone is True else None
 
     async def close(self) -> None:
         await self._call("close", self.inner.close())

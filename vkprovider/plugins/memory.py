@@ -82,8 +82,9 @@ class InMemoryProvider:
     async def list(self, node_name: str) -> list[DeploymentStatus]:
         return [s for s in self.deployments.values() if s.node_name == node_name]
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool:
         self.deployments.pop(uid, None)  # unknown UIDs succeed; nothing to drain, so no grace to give
+        return True  # gone at once: the host needs no get to confirm it
 
     async def close(self) -> None:
         return None

@@ -2,9 +2,10 @@
 
 Graceful deletion follows the kubelet: on ``deletionTimestamp`` the provider is asked to stop
 the deployment with the pod's grace period (``deletionGracePeriodSeconds``); the worker does not
-wait but requeues until the provider reports the deployment ended (terminal or gone) or the
-grace period is over; then the object is deleted with grace 0 and a UID precondition. A pod
-with nothing running is deleted at once.
+wait but requeues until the provider reports the deployment ended (terminal or gone: a
+``get``, unless the delete itself answered "gone") or the grace period is over; then the
+object is deleted with grace 0 and a UID precondition. A pod with nothing running is deleted
+at once.
 
 Two requests per pod by default, the Event included (``ProviderDeleteSuccess``, then the
 delete), as the Go virtual-kubelet library does: it deletes the object once the provider
@@ -80,12 +81,17 @@ class Deletion:
         grace_seconds: float | None = None,
         keep_placement: bool = False,
         pod: JSON | None = None,
-    ) -> None:
-        """Delete ``uid`` wherever it may run; raises ``ProviderError`` if any delete fails."""
+    ) -> set[str]:
+        """Delete ``uid`` wherever it may run; raises ``ProviderError`` if any delete fails.
+
+        Returns the providers whose delete answered that the deployment is gone (no ``get``
+        needed to confirm it stopped)."""
         key = object_key(pod) if pod is not None else (self._deps.states.key_of(uid) or "")
+        gone: set[str] = set()
         for name in self.holders(uid, pod):
             try:
-                await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds)
+                if await self._deps.providers[name].delete(uid, grace_period_seconds=grace_seconds):
+                    gone.add(name)
             except ProviderError as exc:
                 pod_action(log, "delete", "failed", pod=key, uid=uid, provider=name, error=str(exc))
                 raise
@@ -93,6 +99,7 @@ class Deletion:
         self._deps.tracker.forget(uid)
         if not keep_placement:
             self._deps.placer.release(uid)
+        return gone
 
     async def _ended(self, names: list[str], uid: str) -> DeploymentStatus | object | None:
         """The terminal status (or None: gone) once every holder has stopped; else ``_RUNNING``."""
@@ -155,7 +162,9 @@ class Deletion:
             return held
         if not record.delete_requested:
             try:
-                await self.delete_deployment(uid, grace_seconds=grace_seconds, keep_placement=True, pod=pod)
+                gone = await self.delete_deployment(
+                    uid, grace_seconds=grace_seconds, keep_placement=True, pod=pod
+                )
             except ProviderError as exc:
                 await self._deps.events.pod(pod, "Warning", reasons.PROVIDER_DELETE_FAILED, str(exc))
                 if remaining > 0:
@@ -165,7 +174,8 @@ class Deletion:
                 return None
             record.delete_requested = True
             record.deployment_deleted = True
-            record.stopping = names
+            # A provider whose delete answered "gone" has nothing left to confirm.
+            record.stopping = [name for name in names if name not in gone]
             record.last_status = last
             await self._deps.events.pod(
                 pod,
@@ -174,7 +184,7 @@ class Deletion:
                 f"deleted the deployment on {', '.join(names)}"
                 + (f" (grace period {grace_seconds:g}s)" if grace_seconds else ""),
             )
-        stopping = record.stopping or names
+        stopping = record.stopping
         try:
             ended = await self._ended(stopping, uid)
         except ProviderError as exc:
@@ -185,7 +195,10 @@ class Deletion:
         if ended is _RUNNING and remaining > 0:
             return Requeue(after=min(self._deps.settings.status_poll_seconds, remaining))
         final = ended if isinstance(ended, DeploymentStatus) else record.last_status
-        where = stopping[0] if stopping else provider
+        # Where it stopped: a provider still confirming, else the one that answered "gone"
+        # (``names`` on this pass; on a retried object delete, what the first attempt recorded).
+        recorded = record.stopped_on if record.stopped_on != "none" else provider
+        where = (stopping or names or [recorded])[0]
         await self._remove(pod, record, final, where, ended=ended is not _RUNNING)
         return None
 

@@ -10,8 +10,9 @@ Warning Event ``NoRoute`` is recorded once for a pod that declares container por
 declares none — a batch job — serves nothing and gets the condition only).
 
 The provider is asked once per deployment (the record remembers which deployment id it asked
-for), again only after a redeploy, never per Service, per reconcile or on a timer. A failed call
-changes nothing and is asked again on the pod's next status change.
+for), again only after a redeploy, never per Service, per reconcile or on a timer; not at all
+when its status carries the answer (``DeploymentStatus.endpoints``, one call per pod less). A
+failed call changes nothing and is asked again on the pod's next status change.
 """
 
 from __future__ import annotations
@@ -80,21 +81,26 @@ class Routes:
             return RouteVerdict((True, ROUTED, f"published at {current.describe()}"), {})
         if record.route_asked == deployment:
             return None  # asked for this deployment already: the pod shows the answer
-        source = await self._endpoints_source(tracked.provider)
-        if source is None:
-            record.route_asked = deployment
-            return await self._no_route(
-                pod,
-                tracked,
-                f"provider {tracked.provider} offers no route to its deployments (no endpoints capability)",
-            )
-        try:
-            endpoints = await source.endpoints(pod["metadata"]["uid"])
-        except ProviderError as exc:
-            log.info(
-                "route of %s on %s: %s (asked again on its next change)", record.key, tracked.provider, exc
-            )
-            return None
+        endpoints = status.endpoints  # carried with the status: no call
+        if endpoints is None:
+            source = await self._endpoints_source(tracked.provider)
+            if source is None:
+                record.route_asked = deployment
+                return await self._no_route(
+                    pod,
+                    tracked,
+                    f"provider {tracked.provider} offers no route to its deployments (no endpoints capability)",
+                )
+            try:
+                endpoints = await source.endpoints(pod["metadata"]["uid"])
+            except ProviderError as exc:
+                log.info(
+                    "route of %s on %s: %s (asked again on its next change)",
+                    record.key,
+                    tracked.provider,
+                    exc,
+                )
+                return None
         record.route_asked = deployment
         if not endpoints.addresses:
             return await self._no_route(

@@ -27,7 +27,8 @@ class PodRecord:
     delete_requested: bool = False  #: graceful deletion: the provider was asked to stop it
     update_reported: str | None = None  #: images fingerprint whose in-place update was reported
     unreachable_reported: bool = False  #: the ProviderReachable=False condition and Event are out
-    stopping: list[str] = field(default_factory=list)  #: providers asked to stop it (deletion)
+    #: providers asked to stop it (deletion) whose delete did not answer "gone": confirmed by ``get``
+    stopping: list[str] = field(default_factory=list)
     last_status: DeploymentStatus | None = None  #: last status seen before the deletion began
     #: our annotations decided at deploy time, not yet on the pod: the next status write carries them
     annotations: dict[str, str] | None = None

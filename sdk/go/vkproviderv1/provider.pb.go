@@ -1168,11 +1168,15 @@ type DeploymentStatus struct {
 	Ip         *string `protobuf:"bytes,7,opt,name=ip,proto3,oneof" json:"ip,omitempty"`
 	Endpoint   *string `protobuf:"bytes,8,opt,name=endpoint,proto3,oneof" json:"endpoint,omitempty"`
 	// Machine-readable reason for the phase (e.g. `ImagePullBackOff`, `Preempted`).
-	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message       string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	Containers    []*ContainerStatus     `protobuf:"bytes,12,rep,name=containers,proto3" json:"containers,omitempty"`
-	PricePerHour  *float64               `protobuf:"fixed64,13,opt,name=price_per_hour,json=pricePerHour,proto3,oneof" json:"price_per_hour,omitempty"`
+	Reason       string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message      string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	Containers   []*ContainerStatus     `protobuf:"bytes,12,rep,name=containers,proto3" json:"containers,omitempty"`
+	PricePerHour *float64               `protobuf:"fixed64,13,opt,name=price_per_hour,json=pricePerHour,proto3,oneof" json:"price_per_hour,omitempty"`
+	// How the deployment is reached, when the plugin knows it with the status (what Endpoints
+	// would answer, same rules): the host then does not call Endpoints for it. Unset: the host
+	// calls Endpoints once the deployment runs (plugins with the `endpoints` capability).
+	Endpoints     *DeploymentEndpoints `protobuf:"bytes,14,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1296,6 +1300,13 @@ func (x *DeploymentStatus) GetPricePerHour() float64 {
 		return *x.PricePerHour
 	}
 	return 0
+}
+
+func (x *DeploymentStatus) GetEndpoints() *DeploymentEndpoints {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type LogOptions struct {
@@ -1933,7 +1944,11 @@ func (x *DeleteRequest) GetGracePeriodSeconds() float64 {
 }
 
 type DeleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True only when the plugin knows the deployment is gone (removed, no longer billed), e.g. the
+	// cloud answered "deleted" rather than "accepted": the host then does not call Get to confirm
+	// that it stopped. False: it may still be stopping; the host confirms with Get.
+	Gone          bool `protobuf:"varint,1,opt,name=gone,proto3" json:"gone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1966,6 +1981,13 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
 	return file_vkprovider_v1_provider_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteResponse) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
 }
 
 type WatchRequest struct {
@@ -2840,7 +2862,7 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\x05image\x18\n" +
 	" \x01(\tR\x05imageB\f\n" +
 	"\n" +
-	"_exit_code\"\xf4\x03\n" +
+	"_exit_code\"\xb6\x04\n" +
 	"\x10DeploymentStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.vkprovider.v1.PhaseR\x05phase\x12\x14\n" +
@@ -2859,7 +2881,8 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"containers\x18\f \x03(\v2\x1e.vkprovider.v1.ContainerStatusR\n" +
 	"containers\x12)\n" +
-	"\x0eprice_per_hour\x18\r \x01(\x01H\x02R\fpricePerHour\x88\x01\x01B\x05\n" +
+	"\x0eprice_per_hour\x18\r \x01(\x01H\x02R\fpricePerHour\x88\x01\x01\x12@\n" +
+	"\tendpoints\x18\x0e \x01(\v2\".vkprovider.v1.DeploymentEndpointsR\tendpointsB\x05\n" +
 	"\x03_ipB\v\n" +
 	"\t_endpointB\x11\n" +
 	"\x0f_price_per_hour\"\x87\x02\n" +
@@ -2902,8 +2925,9 @@ const file_vkprovider_v1_provider_proto_rawDesc = "" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x125\n" +
 	"\x14grace_period_seconds\x18\x02 \x01(\x01H\x00R\x12gracePeriodSeconds\x88\x01\x01B\x17\n" +
-	"\x15_grace_period_seconds\"\x10\n" +
-	"\x0eDeleteResponse\"+\n" +
+	"\x15_grace_period_seconds\"$\n" +
+	"\x0eDeleteResponse\x12\x12\n" +
+	"\x04gone\x18\x01 \x01(\bR\x04gone\"+\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"H\n" +
 	"\rWatchResponse\x127\n" +
@@ -3057,47 +3081,48 @@ var file_vkprovider_v1_provider_proto_depIdxs = []int32{
 	0,  // 13: vkprovider.v1.DeploymentStatus.phase:type_name -> vkprovider.v1.Phase
 	45, // 14: vkprovider.v1.DeploymentStatus.started_at:type_name -> google.protobuf.Timestamp
 	12, // 15: vkprovider.v1.DeploymentStatus.containers:type_name -> vkprovider.v1.ContainerStatus
-	4,  // 16: vkprovider.v1.GetInfoResponse.info:type_name -> vkprovider.v1.ProviderInfo
-	5,  // 17: vkprovider.v1.OffersResponse.offers:type_name -> vkprovider.v1.Offer
-	11, // 18: vkprovider.v1.DeployRequest.request:type_name -> vkprovider.v1.DeploymentRequest
-	13, // 19: vkprovider.v1.DeployResponse.status:type_name -> vkprovider.v1.DeploymentStatus
-	13, // 20: vkprovider.v1.GetResponse.status:type_name -> vkprovider.v1.DeploymentStatus
-	13, // 21: vkprovider.v1.ListResponse.statuses:type_name -> vkprovider.v1.DeploymentStatus
-	13, // 22: vkprovider.v1.WatchResponse.status:type_name -> vkprovider.v1.DeploymentStatus
-	14, // 23: vkprovider.v1.LogsRequest.options:type_name -> vkprovider.v1.LogOptions
-	36, // 24: vkprovider.v1.UsageResponse.usage:type_name -> vkprovider.v1.DeploymentUsage
-	45, // 25: vkprovider.v1.DeploymentUsage.timestamp:type_name -> google.protobuf.Timestamp
-	35, // 26: vkprovider.v1.DeploymentUsage.containers:type_name -> vkprovider.v1.ContainerUsage
-	40, // 27: vkprovider.v1.EndpointsResponse.endpoints:type_name -> vkprovider.v1.DeploymentEndpoints
-	39, // 28: vkprovider.v1.DeploymentEndpoints.ports:type_name -> vkprovider.v1.PortMapping
-	46, // 29: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
-	15, // 30: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
-	17, // 31: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
-	19, // 32: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
-	21, // 33: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
-	23, // 34: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
-	25, // 35: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
-	27, // 36: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
-	29, // 37: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
-	31, // 38: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
-	33, // 39: vkprovider.v1.Provider.Usage:input_type -> vkprovider.v1.UsageRequest
-	37, // 40: vkprovider.v1.Provider.Endpoints:input_type -> vkprovider.v1.EndpointsRequest
-	16, // 41: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
-	18, // 42: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
-	20, // 43: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
-	22, // 44: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
-	24, // 45: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
-	26, // 46: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
-	28, // 47: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
-	30, // 48: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
-	32, // 49: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
-	34, // 50: vkprovider.v1.Provider.Usage:output_type -> vkprovider.v1.UsageResponse
-	38, // 51: vkprovider.v1.Provider.Endpoints:output_type -> vkprovider.v1.EndpointsResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	40, // 16: vkprovider.v1.DeploymentStatus.endpoints:type_name -> vkprovider.v1.DeploymentEndpoints
+	4,  // 17: vkprovider.v1.GetInfoResponse.info:type_name -> vkprovider.v1.ProviderInfo
+	5,  // 18: vkprovider.v1.OffersResponse.offers:type_name -> vkprovider.v1.Offer
+	11, // 19: vkprovider.v1.DeployRequest.request:type_name -> vkprovider.v1.DeploymentRequest
+	13, // 20: vkprovider.v1.DeployResponse.status:type_name -> vkprovider.v1.DeploymentStatus
+	13, // 21: vkprovider.v1.GetResponse.status:type_name -> vkprovider.v1.DeploymentStatus
+	13, // 22: vkprovider.v1.ListResponse.statuses:type_name -> vkprovider.v1.DeploymentStatus
+	13, // 23: vkprovider.v1.WatchResponse.status:type_name -> vkprovider.v1.DeploymentStatus
+	14, // 24: vkprovider.v1.LogsRequest.options:type_name -> vkprovider.v1.LogOptions
+	36, // 25: vkprovider.v1.UsageResponse.usage:type_name -> vkprovider.v1.DeploymentUsage
+	45, // 26: vkprovider.v1.DeploymentUsage.timestamp:type_name -> google.protobuf.Timestamp
+	35, // 27: vkprovider.v1.DeploymentUsage.containers:type_name -> vkprovider.v1.ContainerUsage
+	40, // 28: vkprovider.v1.EndpointsResponse.endpoints:type_name -> vkprovider.v1.DeploymentEndpoints
+	39, // 29: vkprovider.v1.DeploymentEndpoints.ports:type_name -> vkprovider.v1.PortMapping
+	46, // 30: vkprovider.v1.RpcStatus.details:type_name -> google.protobuf.Any
+	15, // 31: vkprovider.v1.Provider.GetInfo:input_type -> vkprovider.v1.GetInfoRequest
+	17, // 32: vkprovider.v1.Provider.Probe:input_type -> vkprovider.v1.ProbeRequest
+	19, // 33: vkprovider.v1.Provider.Offers:input_type -> vkprovider.v1.OffersRequest
+	21, // 34: vkprovider.v1.Provider.Deploy:input_type -> vkprovider.v1.DeployRequest
+	23, // 35: vkprovider.v1.Provider.Get:input_type -> vkprovider.v1.GetRequest
+	25, // 36: vkprovider.v1.Provider.List:input_type -> vkprovider.v1.ListRequest
+	27, // 37: vkprovider.v1.Provider.Delete:input_type -> vkprovider.v1.DeleteRequest
+	29, // 38: vkprovider.v1.Provider.Watch:input_type -> vkprovider.v1.WatchRequest
+	31, // 39: vkprovider.v1.Provider.Logs:input_type -> vkprovider.v1.LogsRequest
+	33, // 40: vkprovider.v1.Provider.Usage:input_type -> vkprovider.v1.UsageRequest
+	37, // 41: vkprovider.v1.Provider.Endpoints:input_type -> vkprovider.v1.EndpointsRequest
+	16, // 42: vkprovider.v1.Provider.GetInfo:output_type -> vkprovider.v1.GetInfoResponse
+	18, // 43: vkprovider.v1.Provider.Probe:output_type -> vkprovider.v1.ProbeResponse
+	20, // 44: vkprovider.v1.Provider.Offers:output_type -> vkprovider.v1.OffersResponse
+	22, // 45: vkprovider.v1.Provider.Deploy:output_type -> vkprovider.v1.DeployResponse
+	24, // 46: vkprovider.v1.Provider.Get:output_type -> vkprovider.v1.GetResponse
+	26, // 47: vkprovider.v1.Provider.List:output_type -> vkprovider.v1.ListResponse
+	28, // 48: vkprovider.v1.Provider.Delete:output_type -> vkprovider.v1.DeleteResponse
+	30, // 49: vkprovider.v1.Provider.Watch:output_type -> vkprovider.v1.WatchResponse
+	32, // 50: vkprovider.v1.Provider.Logs:output_type -> vkprovider.v1.LogsResponse
+	34, // 51: vkprovider.v1.Provider.Usage:output_type -> vkprovider.v1.UsageResponse
+	38, // 52: vkprovider.v1.Provider.Endpoints:output_type -> vkprovider.v1.EndpointsResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_vkprovider_v1_provider_proto_init() }

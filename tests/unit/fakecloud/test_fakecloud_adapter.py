@@ -58,8 +58,8 @@ async def test_deploy_is_idempotent_and_uses_capacity(
     assert len((await admin.get("/deployments")).json()) == 1
     capacity = {o.offer_id: o.capacity for o in await provider.offers()}
     assert capacity["a100"] == 1
-    await provider.delete("uid-1")
-    await provider.delete("uid-1")  # unknown now: still succeeds
+    assert await provider.delete("uid-1") is True  # 204: gone at once (no get needed)
+    assert await provider.delete("uid-1") is True  # unknown now: still succeeds
     assert {o.offer_id: o.capacity for o in await provider.offers()}["a100"] == 2
     with pytest.raises(NotFound):
         await provider.get("uid-1")

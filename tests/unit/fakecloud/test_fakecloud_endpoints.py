@@ -6,7 +6,7 @@ import ipaddress
 
 import httpx
 import pytest
-from fakecloud_helpers import eventually, request
+from fakecloud_helpers import NODE, eventually, request
 from vkprovider_fakecloud.adapter import FakeCloudProvider
 
 from vkprovider.plugins.api import DeploymentEndpoints, NotFound, Phase, SupportsEndpoints
@@ -47,3 +47,15 @@ async def test_a_cloud_without_a_route_answers_no_addresses(
 
 async def _running(provider: FakeCloudProvider, uid: str) -> bool | None:
     return (await provider.get(uid)).phase is Phase.RUNNING or None
+
+
+async def test_a_running_status_carries_what_endpoints_answers_and_a_pending_one_nothing(
+    provider: FakeCloudProvider,
+) -> None:
+    pending = await provider.deploy(request("uid-3"))
+    assert pending.phase is Phase.PENDING and pending.endpoints is None
+    await eventually(lambda: _running(provider, "uid-3"))
+    carried = [(await provider.get("uid-3")).endpoints]
+    carried += [s.endpoints for s in await provider.list(NODE) if s.uid == "uid-3"]
+    answered = await provider.endpoints("uid-3")
+    assert answered.addresses and carried == [answered, answered]

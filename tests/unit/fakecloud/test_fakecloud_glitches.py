@@ -46,7 +46,8 @@ async def test_an_asynchronous_delete_is_still_reported_then_gone(
 ) -> None:
     await serving(provider, server, "u1")
     await admin.patch("/knobs", json={"delete_delay_seconds": 0.3})
-    await provider.delete("u1")
+    assert await provider.delete("u1") is None  # 202, in flight: not "gone", the service asks get
+    assert await provider.delete("u1") is None  # and again while it still is
     assert "u1" not in server.store.deployments  # no longer live, no longer billing
     assert [s.uid for s in await provider.list(NODE)] == ["u1"]  # but still reported
     assert (await provider.get("u1")).phase is Phase.RUNNING
@@ -54,6 +55,7 @@ async def test_an_asynchronous_delete_is_still_reported_then_gone(
     assert await provider.list(NODE) == []
     with pytest.raises(NotFound):
         await provider.get("u1")
+    assert await provider.delete("u1") is True  # now the answer is 204: gone
 
 
 async def test_a_run_deleted_before_its_end_never_reports_that_end(

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from vkprovider.plugins.api import (
+    DeploymentEndpoints,
     DeploymentStatus,
     LogOptions,
     Phase,
@@ -53,6 +54,12 @@ class BrokenProvider(TinyProvider):
             return DeploymentStatus(uid=uid, phase=Phase.RUNNING, message="x" * (5 * 1024 * 1024))
         if self.mode == "uid":
             return DeploymentStatus(uid="someone-else", phase=Phase.RUNNING)
+        if self.mode == "endpoints":
+            return DeploymentStatus(
+                uid=uid,
+                phase=Phase.RUNNING,
+                endpoints=DeploymentEndpoints(uid="another-pod", addresses=["x"]),
+            )
         raise AssertionError(self.mode)
 
     async def list(self, node_name: str) -> list[DeploymentStatus]:

@@ -434,3 +434,40 @@ async def test_logs_and_endpoints_are_offered_and_declared_only_by_adapters_that
     assert not isinstance(bare, SupportsLogs) and not isinstance(bare, SupportsEndpoints)
     capabilities = (await bare.info()).capabilities
     assert not capabilities.logs and not capabilities.endpoints
+
+
+class IdempotentAdapter(TinyAdapter):
+    """A cloud whose id is the pod UID and whose create of an existing UID returns it."""
+
+    create_is_idempotent = True
+
+    def known_id(self, uid: str) -> str | None:
+        return f"id-{uid}"
+
+    async def create(self, request: DeploymentRequest) -> DeploymentStatus:
+        self.cloud.calls.append("create")
+        cloud_id = f"id-{request.uid}"
+        obj = self.cloud.objects.setdefault(cloud_id, {"id": cloud_id, "labels": request.tags()})
+        return self.status(obj)
+
+    async def remove(self, cloud_id: str, grace_period_seconds: float | None) -> bool | None:
+        await super().remove(cloud_id, grace_period_seconds)
+        return True
+
+
+async def test_an_idempotent_create_with_a_known_id_costs_one_request_up_and_one_down(cloud: Cloud) -> None:
+    adapter = IdempotentAdapter("tiny", cloud)
+    first = await adapter.deploy(request_for("u1"))
+    again = await adapter.deploy(request_for("u1"))
+    assert first.provider_id == again.provider_id == "id-u1" and len(cloud.objects) == 1
+    assert await adapter.delete("u1") is True  # remove's "gone" passed on
+    assert await adapter.delete("u1") is None  # unknown now: NotFound tolerated, nothing claimed
+    assert cloud.calls == ["create", "create", "remove id-u1", "remove id-u1"]  # no look-ups
+
+
+async def test_without_the_switch_a_known_id_is_still_looked_up_first(
+    adapter: TinyAdapter, cloud: Cloud
+) -> None:
+    await adapter.deploy(request_for("u1"))
+    assert await adapter.delete("u1") is None  # TinyAdapter's remove answers nothing
+    assert cloud.calls == ["fetch_all", "create", "fetch c-1", "remove c-1"]

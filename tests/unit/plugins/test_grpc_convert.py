@@ -11,6 +11,7 @@ from vkprovider.models import (
     Container,
     ContainerState,
     ContainerStatus,
+    DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     EnvVar,
@@ -19,6 +20,7 @@ from vkprovider.models import (
     Offer,
     Phase,
     Port,
+    PortMapping,
     ProviderInfo,
     RateLimit,
     RegistryCredential,
@@ -108,6 +110,27 @@ def test_status_round_trip(phase: Phase) -> None:
     )
     wire = pb.DeploymentStatus.FromString(convert.status_to_pb(status).SerializeToString())
     assert convert.status_from_pb(wire) == status
+
+
+def test_endpoints_carried_by_a_status_cross_the_wire_and_unset_stays_unset() -> None:
+    endpoints = DeploymentEndpoints(
+        uid="u",
+        addresses=["198.18.0.7"],
+        ports=[
+            PortMapping(container_port=8000, port=38000),
+            PortMapping(container_port=53, protocol="UDP", port=53),
+        ],
+    )
+    carried = DeploymentStatus(uid="u", phase=Phase.RUNNING, endpoints=endpoints)
+    wire = pb.DeploymentStatus.FromString(convert.status_to_pb(carried).SerializeToString())
+    assert convert.status_from_pb(wire) == carried
+    none = DeploymentStatus(uid="u", phase=Phase.RUNNING)
+    wire = pb.DeploymentStatus.FromString(convert.status_to_pb(none).SerializeToString())
+    assert not wire.HasField("endpoints") and convert.status_from_pb(wire).endpoints is None
+    bad = pb.DeploymentStatus(uid="u", phase=wire.phase)
+    bad.endpoints.ports.add(container_port=0, port=1)  # out of range
+    with pytest.raises(convert.MalformedReply):
+        convert.status_from_pb(bad)
 
 
 def test_info_offer_and_log_options_round_trip() -> None:

@@ -53,3 +53,21 @@ async def test_an_adapter_without_the_keyword_still_deletes(tmp_path: Path) -> N
         await client.close()
         await server.stop(0)
     assert adapter.deleted == ["u1"]
+
+
+async def test_a_delete_answering_gone_crosses_the_wire_and_silence_stays_unknown(tmp_path: Path) -> None:
+    gone = InMemoryProvider("gone")  # deletes at once: answers True
+    quiet = Recording()  # answers nothing
+    servers = [
+        await serve_adapter(gone, f"unix:{tmp_path}/g.sock"),
+        await serve_adapter(quiet, f"unix:{tmp_path}/q.sock"),
+    ]
+    clients = [GrpcProvider.dial("gone", servers[0].address), GrpcProvider.dial("rec", servers[1].address)]
+    try:
+        answers = [await client.delete("u1") for client in clients]
+    finally:
+        for client in clients:
+            await client.close()
+        for server in servers:
+            await server.stop(0)
+    assert answers == [True, None]

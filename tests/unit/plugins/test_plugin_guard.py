@@ -31,6 +31,7 @@ def broken(mode: str) -> BrokenProvider:
         ("phase", "unknown phase 'Exploded'"),
         ("oversized", "oversized"),
         ("uid", "someone-else"),
+        ("endpoints", "carries the endpoints of 'another-pod'"),
     ],
 )
 async def test_bad_replies_become_transient_and_are_logged(

@@ -141,3 +141,35 @@ async def test_an_ip_shown_before_is_cleared() -> None:
     after = w.kube.pod("ns", "p")
     assert after is not None and "podIP" not in after["status"] and "podIPs" not in after["status"]
     assert shown["metadata"]["uid"] == after["metadata"]["uid"]
+
+
+async def test_a_route_carried_by_the_status_is_published_without_asking_the_provider() -> None:
+    w = await world(cloud=RoutedCloud())
+    pod = w.kube.add_pod(served_pod())
+    await w.run(pod)
+    carried = DeploymentEndpoints(
+        uid="uid-1", addresses=["198.18.9.9"], ports=[PortMapping(container_port=8000, port=8000)]
+    )
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True, provider_id="dep-1", endpoints=carried)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None
+    route = route_of(shown)
+    assert route is not None and route.endpoints == carried and route.deployment == "dep-1"
+    assert w.cloud.asked == []  # type: ignore[attr-defined]  # the status said it: no endpoints call
+    assert condition(shown)["status"] == "True"
+
+
+async def test_carried_endpoints_without_an_address_are_no_route_as_the_call_would_be() -> None:
+    w = await world(cloud=RoutedCloud())
+    pod = w.kube.add_pod(served_pod())
+    await w.run(pod)
+    empty = DeploymentEndpoints(uid="uid-1")
+    w.cloud.set_phase("uid-1", Phase.RUNNING, ready=True, provider_id="dep-1", endpoints=empty)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    shown = w.kube.pod("ns", "p")
+    assert shown is not None
+    assert (condition(shown)["status"], condition(shown)["reason"]) == ("False", "NoRoute")
+    assert w.cloud.asked == [] and w.kube.reasons().count("NoRoute") == 1  # type: ignore[attr-defined]

@@ -138,9 +138,13 @@ async def provider(cluster: FakeCluster, tmp_path: Path) -> KubernetesProvider:
 async def test_deploy_creates_one_pod_named_after_the_uid_and_finds_it_again(
     provider: KubernetesProvider, cluster: FakeCluster
 ) -> None:
+    first = await provider.deploy(request_for("u-1"))
+    assert [c for c in cluster.calls if c.startswith(("read", "list", "create pod"))] == [
+        "create pod"
+    ]  # no look-up
     results = await asyncio.gather(*(provider.deploy(request_for("u-1")) for _ in range(4)))
-    assert cluster.calls.count("create pod") == 1
-    assert {r.provider_id for r in results} == {f"{NS}/{pod_name('u-1')}"}
+    assert len([k for k in cluster.objects if k[0] == "pod"]) == 1  # repeats answered AlreadyExists
+    assert {r.provider_id for r in [first, *results]} == {f"{NS}/{pod_name('u-1')}"}
     assert ("service", pod_name("u-1")) in cluster.objects  # exposed at once
     assert not [c for c in cluster.calls if c.startswith("list")]  # the name is the id: no search
 

@@ -240,7 +240,7 @@ class ContainerStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ContainerState, str]] = ..., ready: _Optional[bool] = ..., restart_count: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., exit_code: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., image: _Optional[str] = ...) -> None: ...
 
 class DeploymentStatus(_message.Message):
-    __slots__ = ("uid", "phase", "ready", "node_name", "provider_id", "offer_id", "ip", "endpoint", "reason", "message", "started_at", "containers", "price_per_hour")
+    __slots__ = ("uid", "phase", "ready", "node_name", "provider_id", "offer_id", "ip", "endpoint", "reason", "message", "started_at", "containers", "price_per_hour", "endpoints")
     UID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +254,7 @@ class DeploymentStatus(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     uid: str
     phase: Phase
     ready: bool
@@ -267,7 +268,8 @@ class DeploymentStatus(_message.Message):
     started_at: _timestamp_pb2.Timestamp
     containers: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     price_per_hour: float
-    def __init__(self, uid: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., ready: _Optional[bool] = ..., node_name: _Optional[str] = ..., provider_id: _Optional[str] = ..., offer_id: _Optional[str] = ..., ip: _Optional[str] = ..., endpoint: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containers: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., price_per_hour: _Optional[float] = ...) -> None: ...
+    endpoints: DeploymentEndpoints
+    def __init__(self, uid: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., ready: _Optional[bool] = ..., node_name: _Optional[str] = ..., provider_id: _Optional[str] = ..., offer_id: _Optional[str] = ..., ip: _Optional[str] = ..., endpoint: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containers: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., price_per_hour: _Optional[float] = ..., endpoints: _Optional[_Union[DeploymentEndpoints, _Mapping]] = ...) -> None: ...
 
 class LogOptions(_message.Message):
     __slots__ = ("container", "follow", "tail_lines", "since_seconds", "limit_bytes", "timestamps")
@@ -358,8 +360,10 @@ class DeleteRequest(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("gone",)
+    GONE_FIELD_NUMBER: _ClassVar[int]
+    gone: bool
+    def __init__(self, gone: _Optional[bool] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("node_name",)

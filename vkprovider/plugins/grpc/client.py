@@ -158,10 +158,11 @@ class GrpcProvider:
         reply = await self._unary(methods.LIST, pb.ListRequest(node_name=node_name))
         return self._decode("List", lambda: [convert.status_from_pb(s) for s in reply.statuses])
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> None:
-        await self._unary(
+    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool | None:
+        reply = await self._unary(
             methods.DELETE, pb.DeleteRequest(uid=uid, grace_period_seconds=grace_period_seconds)
         )
+        return True if reply.gone else None  # an older plugin never sets it: confirmed by Get
 
     async def close(self) -> None:
         await self.source.close()

@@ -205,6 +205,8 @@ def status_to_pb(s: DeploymentStatus) -> pb.DeploymentStatus:
         msg.endpoint = s.endpoint
     if s.price_per_hour is not None:
         msg.price_per_hour = s.price_per_hour
+    if s.endpoints is not None:
+        msg.endpoints.CopyFrom(endpoints_to_pb(s.endpoints))
     return msg
 
 
@@ -227,6 +229,7 @@ def status_from_pb(m: pb.DeploymentStatus) -> DeploymentStatus:
             started_at=_dt(m.started_at) if m.HasField("started_at") else None,
             containers=[_container_status_from_pb(c) for c in m.containers],
             price_per_hour=m.price_per_hour if m.HasField("price_per_hour") else None,
+            endpoints=_endpoints(m.endpoints) if m.HasField("endpoints") else None,
         )
     )
 
@@ -284,15 +287,18 @@ def endpoints_to_pb(e: DeploymentEndpoints) -> pb.DeploymentEndpoints:
 
 
 def endpoints_from_pb(m: pb.DeploymentEndpoints) -> DeploymentEndpoints:
-    return checked(
-        lambda: DeploymentEndpoints(
-            uid=m.uid,
-            addresses=list(m.addresses),
-            ports=[
-                PortMapping(container_port=p.container_port, protocol=p.protocol or "TCP", port=p.port)
-                for p in m.ports
-            ],
-        )
+    return checked(lambda: _endpoints(m))
+
+
+def _endpoints(m: pb.DeploymentEndpoints) -> DeploymentEndpoints:
+    """The model of ``m``; raises pydantic's ``ValidationError`` (callers wrap it in ``checked``)."""
+    return DeploymentEndpoints(
+        uid=m.uid,
+        addresses=list(m.addresses),
+        ports=[
+            PortMapping(container_port=p.container_port, protocol=p.protocol or "TCP", port=p.port)
+            for p in m.ports
+        ],
     )
 
 

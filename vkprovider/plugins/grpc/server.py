@@ -86,10 +86,10 @@ class ProviderServicer:
     async def Delete(self, request: pb.DeleteRequest, context: Context) -> pb.DeleteResponse:
         try:
             grace = request.grace_period_seconds if request.HasField("grace_period_seconds") else None
-            await self.provider.delete(request.uid, grace_period_seconds=grace)
+            gone = await self.provider.delete(request.uid, grace_period_seconds=grace)
         except ProviderError as exc:
             await _abort(context, exc)
-        return pb.DeleteResponse()
+        return pb.DeleteResponse(gone=gone is True)
 
     async def Watch(self, request: pb.WatchRequest, context: Context) -> AsyncIterator[pb.WatchResponse]:
         if not isinstance(self.provider, SupportsWatch):

@@ -230,7 +230,8 @@ func (m *memory) Delete(ctx context.Context, in *pb.DeleteRequest) (*pb.DeleteRe
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, plugin.Error(plugin.Transient, err.Error())
 	}
-	return &pb.DeleteResponse{}, nil
+	// Removed (or never there): gone at once, so the host needs no Get to confirm it stopped.
+	return &pb.DeleteResponse{Gone: true}, nil
 }
 
 func main() {
