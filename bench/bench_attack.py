@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pods import NAMESPACE, Watch, pod
+from pods_service import OFFER
 
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
@@ -50,15 +51,6 @@ from vkprovider.kube.client import KubeClient
 
 HERE = Path(__file__).resolve().parent
 RENEW_SECONDS = 2.0
-OFFER = {
-    "provider": "mem",
-    "offer_id": "mem-h100",
-    "gpu_type": "H100-SXM-80GB",
-    "gpu_count": 1,
-    "region": "eu-west",
-    "price_per_hour": 1.0,
-    "capacity": 1_000_000,
-}
 
 
 def service_config(cluster: Cluster, node: str, admin_port: int, kubelet_port: int) -> dict[str, Any]:

@@ -42,21 +42,13 @@ from typing import Any
 
 import httpx
 from bench_pods import NAMESPACE, Watch, create_all, raw_ceiling
+from pods_service import OFFER
 
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.process import free_port
 from vkprovider.devcluster.sizing import ControlPlaneSize
 from vkprovider.kube.client import KubeClient
 
-OFFER = {
-    "provider": "mem",
-    "offer_id": "mem-h100",
-    "gpu_type": "H100-SXM-80GB",
-    "gpu_count": 1,
-    "region": "eu-west",
-    "price_per_hour": 1.0,
-    "capacity": 1_000_000,
-}
 #: seconds: the election Lease (leader_election.lease_duration_seconds's default)
 LEASE_SECONDS = 15
 
