@@ -54,7 +54,7 @@ lint: install
 TEST_WORKERS ?= 3
 test: install cluster-build prometheus image-if-possible
 	$(BIN)/lint-imports
-	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
+	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
 
 # The long fault-injection run (tests/chaos, docs in tests/chaos/README.md); `make test` runs only
