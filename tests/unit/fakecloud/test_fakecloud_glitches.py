@@ -66,12 +66,14 @@ async def test_a_run_deleted_before_its_end_never_reports_that_end(
     interrupted Job pod as a completion (the chaos run's miscounted completion)."""
     await serving(provider, server, "u1")
     store = server.store
+    now = [store.clock()]
+    store.clock = lambda: now[0]  # the cloud's time moves only when the test says (no race with load)
     deployment = store.deployments["u1"]
-    ran = store.clock() - deployment.created - store.config.lifecycle.provisioning_seconds
-    deployment.run_seconds = ran + 0.2  # exit 0 in 0.2 s, unless deleted first
-    await admin.patch("/knobs", json={"delete_delay_seconds": 1.0})
+    ran = now[0] - deployment.created - store.config.lifecycle.provisioning_seconds
+    deployment.run_seconds = ran + 10.0  # exit 0 in 10 s of the cloud's time, unless deleted first
+    await admin.patch("/knobs", json={"delete_delay_seconds": 100.0})
     await provider.delete("u1")
-    await asyncio.sleep(0.4)  # past the natural end, the delete still in flight
+    now[0] += 20.0  # past the natural end, the delete still in flight
     reported = await provider.get("u1")
     assert reported.phase is Phase.RUNNING, reported
     (listed,) = await provider.list(NODE)
