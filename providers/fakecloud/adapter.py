@@ -1,5 +1,13 @@
 """The fakecloud adapter: ``Provider`` + ``SupportsLogs`` + ``SupportsWatch`` over the REST API.
 
+The Provider plumbing (per-UID serialisation of deploy/delete, NotFound for unknown UIDs,
+delete that tolerates NotFound and answers True on the server's 204) is the adapter kit's
+(``CloudAdapter``). The server keys deployments by pod UID and its create is idempotent, so the
+cloud id is the UID (``known_id``) and ``create_is_idempotent`` holds: deploy is one POST and
+delete one DELETE, no look-up before either. ``endpoints`` and ``logs`` are written here rather
+than on the kit's hooks because the kit looks the deployment up first, and the server answers
+both by UID in one request (a 404 there is the same NotFound).
+
 One pooled transport per instance, aiohttp's connection pool (httpx-aiohttp's
 ``AiohttpTransport``) unless a test injects one; plain calls go straight to it
 (:class:`~vkprovider.plugins.direct_http.DirectSender`: ``AsyncClient``'s per-request work cost
@@ -17,6 +25,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlencode
@@ -30,18 +39,18 @@ from vkprovider.plugins.api import (
     ApiKeySource,
     BearerAuth,
     Capabilities,
+    CloudAdapter,
     DeploymentEndpoints,
     DeploymentRequest,
     DeploymentStatus,
     DeploymentUsage,
     DirectSender,
     LogOptions,
-    NotFound,
     Offer,
     ProviderError,
-    ProviderInfo,
     RateLimit,
     Transient,
+    limit_bytes,
     normalize_gpu,
 )
 
@@ -51,7 +60,10 @@ from .wire import API_PREFIX, NODE_SELECTOR_PARAM, encode_request
 __version__ = "0.1.0"
 
 
-class FakeCloudProvider:
+class FakeCloudProvider(CloudAdapter[DeploymentStatus]):
+    """The server's objects are already ``DeploymentStatus``es: validated on arrival (``fetch``,
+    ``fetch_all``), so a malformed answer is ``Transient`` before the kit reads its identity."""
+
     class Settings(BaseModel):
         model_config = ConfigDict(extra="forbid")
 
@@ -73,10 +85,15 @@ class FakeCloudProvider:
                 raise ValueError("set at most one of api_key, api_key_env or api_key_file")
             return self
 
+    adapter = "fakecloud"
+    version = __version__
+    #: the server keys deployments by pod UID and a second create returns the first one
+    create_is_idempotent = True
+
     def __init__(
         self, name: str, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
-        self._name = name
+        super().__init__(name)
         self._settings = settings
         # The key, when one is configured, goes through the service's shared source (re-read when
         # the variable or file changes, and once more on a 401/403: rotation without a restart).
@@ -103,12 +120,11 @@ class FakeCloudProvider:
             api_key_secret=settings.api_key_secret,
         )
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     def __repr__(self) -> str:
         return f"FakeCloudProvider(name={self._name!r}, url={self._settings.url!r})"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(logs=True, watch=True, metrics=True, endpoints=True, rate_limit=RateLimit())
 
     def _url(self, path: str, params: Mapping[str, Any] | None = None) -> httpx.URL:
         """The absolute URL, parsed once: given a relative path and ``params``, httpx parses the
@@ -140,15 +156,8 @@ class FakeCloudProvider:
             message = f"malformed response from {response.request.url.path}: {str(exc)[:200]}"
             raise Transient(message, provider=self._name) from None
 
-    async def info(self) -> ProviderInfo:
-        return ProviderInfo(
-            name=self._name,
-            adapter="fakecloud",
-            version=__version__,
-            capabilities=Capabilities(
-                logs=True, watch=True, metrics=True, endpoints=True, rate_limit=RateLimit()
-            ),  # no API limit
-        )
+    def _node_params(self, node_name: str) -> dict[str, str]:
+        return {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
 
     async def probe(self) -> None:
         await self._call("GET", "/health")
@@ -158,24 +167,50 @@ class FakeCloudProvider:
         raw = self._parse(response, _RawOffer, many=True)
         return [o.to_offer(self._name) for o in raw]
 
-    async def deploy(self, request: DeploymentRequest) -> DeploymentStatus:
+    # ---- the kit's hooks: the server's objects are statuses keyed by pod UID ------------------
+
+    def identity(self, raw: Any) -> tuple[str, str] | None:
+        return (raw.uid, raw.node_name) if isinstance(raw, DeploymentStatus) else None
+
+    def parse(self, raw: Any) -> DeploymentStatus:
+        status: DeploymentStatus = raw
+        return status
+
+    def cloud_id(self, view: DeploymentStatus) -> str:
+        return view.uid
+
+    def status(self, view: DeploymentStatus) -> DeploymentStatus:
+        return view
+
+    def known_id(self, uid: str) -> str | None:
+        return uid
+
+    async def fetch(self, cloud_id: str) -> Any:
+        return self._parse(await self._call("GET", f"/deployments/{cloud_id}"), DeploymentStatus)
+
+    async def fetch_all(self, node_name: str | None) -> builtins.list[Any]:
+        params = self._node_params(node_name) if node_name is not None else None
+        response = await self._call("GET", "/deployments", params=params)
+        statuses: builtins.list[Any] = self._parse(response, DeploymentStatus, many=True)
+        return statuses
+
+    async def create(self, request: DeploymentRequest) -> DeploymentStatus:
         body = {"request": encode_request(request), "labels": request.tags()}
         status: DeploymentStatus = self._parse(
             await self._call("POST", "/deployments", json=body), DeploymentStatus
         )
         return status
 
-    async def get(self, uid: str) -> DeploymentStatus:
-        status: DeploymentStatus = self._parse(
-            await self._call("GET", f"/deployments/{uid}"), DeploymentStatus
-        )
-        return status
+    async def remove(self, cloud_id: str, grace_period_seconds: float | None) -> bool | None:
+        """True when the server answers 204 (gone); None on 202 (an asynchronous delete in
+        flight: the service confirms with ``get``). A 404 is NotFound, which the kit tolerates."""
+        # The grace period travels as a query parameter; a server that cannot stop gracefully
+        # ignores it and deletes at once, which the contract allows.
+        params = {} if grace_period_seconds is None else {"grace_period_seconds": f"{grace_period_seconds:g}"}
+        response = await self._call("DELETE", f"/deployments/{cloud_id}", params=params)
+        return True if response.status_code == 204 else None
 
-    async def list(self, node_name: str) -> builtins.list[DeploymentStatus]:
-        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
-        response = await self._call("GET", "/deployments", params=params)
-        statuses: builtins.list[DeploymentStatus] = self._parse(response, DeploymentStatus, many=True)
-        return statuses
+    # ---- capabilities answered by UID in one request (no look-up first) -----------------------
 
     async def endpoints(self, uid: str) -> DeploymentEndpoints:
         endpoints: DeploymentEndpoints = self._parse(
@@ -183,22 +218,15 @@ class FakeCloudProvider:
         )
         return endpoints
 
-    async def delete(self, uid: str, *, grace_period_seconds: float | None = None) -> bool | None:
-        """True when the server answers 204 (gone); None on 202 (an asynchronous delete in
-        flight: the service confirms with ``get``)."""
-        # The grace period travels as a query parameter; a server that cannot stop gracefully
-        # ignores it and deletes at once, which the contract allows.
-        params = {} if grace_period_seconds is None else {"grace_period_seconds": f"{grace_period_seconds:g}"}
-        try:
-            response = await self._call("DELETE", f"/deployments/{uid}", params=params)
-        except NotFound:
-            return None  # unknown to it, says the error: not the plain 204, so get confirms
-        return True if response.status_code == 204 else None
-
-    async def close(self) -> None:
-        await self._client.aclose()
-
     async def logs(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
+        """The server's log stream, cut at ``limit_bytes`` (the kit's) and closed as soon as the
+        reader stops; the server's 404 says NotFound for an unknown deployment or container."""
+        chunks = limit_bytes(self._log_stream(uid, options), options.limit_bytes)
+        async with aclosing(chunks):  # type: ignore[type-var]  # an async generator: it has aclose
+            async for chunk in chunks:
+                yield chunk
+
+    def _log_stream(self, uid: str, options: LogOptions) -> AsyncIterator[bytes]:
         params: dict[str, str | int] = {
             "follow": str(options.follow).lower(),
             "timestamps": str(options.timestamps).lower(),
@@ -212,26 +240,26 @@ class FakeCloudProvider:
         timeout = httpx.Timeout(
             self._settings.timeout_seconds, read=None if options.follow else self._settings.timeout_seconds
         )
-        async for chunk in self._stream(f"/deployments/{uid}/logs", params, timeout):
-            yield chunk
+        return self._stream(f"/deployments/{uid}/logs", params, timeout)
+
+    async def close(self) -> None:
+        await self._client.aclose()
 
     async def usage(self, node_name: str) -> builtins.list[DeploymentUsage]:
         """CPU/memory of this node's running deployments (``GET /v1/usage``), one call for all."""
-        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
-        response = await self._call("GET", "/usage", params=params)
+        response = await self._call("GET", "/usage", params=self._node_params(node_name))
         usage: builtins.list[DeploymentUsage] = self._parse(response, DeploymentUsage, many=True)
         return usage
 
     async def watch(self, node_name: str) -> AsyncIterator[DeploymentStatus]:
         """Yields every status change; ends with ``Transient`` if the stream breaks (the caller
         re-lists and watches again, as with any Kubernetes-style watch)."""
-        params = {NODE_SELECTOR_PARAM: f"{LABEL_NODE_NAME}={node_name}"}
         # the server sends a heartbeat at least every few seconds; allow generous slack
         timeout = httpx.Timeout(
             self._settings.timeout_seconds, read=max(30.0, 6 * self._settings.timeout_seconds)
         )
         buffer = b""
-        async for chunk in self._stream("/watch", params, timeout):
+        async for chunk in self._stream("/watch", self._node_params(node_name), timeout):
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
