@@ -34,6 +34,17 @@ class AnsweringCloud(Cloud):
         return self.answer if uid not in self.deployments else None
 
 
+async def running_then_deleted(w: Any, cloud: AnsweringCloud) -> JSON:
+    """The pod deployed, Running and Ready on the cloud, then deleted gracefully (not yet synced)."""
+    pod = w.kube.add_pod(gpu_pod())
+    await w.run(pod)
+    cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    await w.run(pod)
+    w.kube.update("ns", "p", DELETING)
+    return pod
+
+
 async def deleted_while_running(answer: bool | None) -> tuple[AnsweringCloud, JSON, Any]:
     """A running pod deleted gracefully; returns the cloud, the last status written and the verdict."""
     cloud = AnsweringCloud(answer)
@@ -47,12 +58,7 @@ async def deleted_while_running(answer: bool | None) -> tuple[AnsweringCloud, JS
         return await send(method, path, **kwargs)
 
     w.kube.request = recording  # type: ignore[method-assign]
-    pod = w.kube.add_pod(gpu_pod())
-    await w.run(pod)
-    cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
-    await w.tracker.poll_once()
-    await w.run(pod)
-    w.kube.update("ns", "p", DELETING)
+    pod = await running_then_deleted(w, cloud)
     verdict = await w.run(pod)
     assert w.kube.pod("ns", "p") is None and w.kube.calls[-1][0] == "DELETE"
     return cloud, written[-1], verdict
@@ -76,12 +82,7 @@ async def test_a_delete_accepted_while_the_deployment_still_runs_waits_for_get_t
     cloud = AnsweringCloud(None)
     cloud.keep_on_delete = True  # accepted, still draining
     w = await world(cloud=cloud, settings=SHOW_OUTCOME)
-    pod = w.kube.add_pod(gpu_pod())
-    await w.run(pod)
-    cloud.set_phase("uid-1", Phase.RUNNING, ready=True)
-    await w.tracker.poll_once()
-    await w.run(pod)
-    w.kube.update("ns", "p", DELETING)
+    pod = await running_then_deleted(w, cloud)
     verdict = await w.run(pod)
     assert isinstance(verdict, Requeue) and cloud.gets == 1 and w.kube.pod("ns", "p") is not None
     cloud.set_phase("uid-1", Phase.SUCCEEDED)
