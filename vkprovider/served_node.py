@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -44,10 +44,15 @@ from vkprovider.tasks import supervise
 class LeadShare:
     """How many of this process's nodes it leads, and the slot each campaign attempt runs in."""
 
-    def __init__(self, nodes: int, replicas: int) -> None:
+    def __init__(
+        self, nodes: int, replicas: int, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
         self.share = math.ceil(nodes / replicas)
         self.electors: list[LeaderElector] = []
         self._lock = asyncio.Lock()
+        #: injected, not patched: a test replacing ``asyncio.sleep`` itself would replace it for
+        #: every task on the shared event loop (a server task then spins and starves the test)
+        self._sleep = sleep
 
     @property
     def wait_seconds(self) -> float:
@@ -67,7 +72,7 @@ class LeadShare:
                 if waited or self.leading() < self.share:
                     yield
                     return
-            await asyncio.sleep(self.wait_seconds)
+            await self._sleep(self.wait_seconds)
             waited = True
 
 

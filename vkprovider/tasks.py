@@ -24,26 +24,30 @@ async def supervise(
     restart_delay: float = 1.0,
     max_delay: float = 60.0,
     healthy_after: float = 60.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run ``coro_factory()`` until it returns; restart it after each crash.
 
     The delay doubles on consecutive crashes (up to ``max_delay``; the project's one backoff
     curve, ``vkprovider.retry.Backoff``) and resets once a run has lasted ``healthy_after`` seconds, so a loop that crashes once a day restarts quickly while a
-    crash loop does not spin.
+    crash loop does not spin. ``sleep`` and ``clock`` are injected by tests (patching
+    ``asyncio.sleep`` or ``time.monotonic`` would change them for every task on the loop, and
+    the loop's own clock).
     """
     backoff = Backoff(base=restart_delay, cap=max_delay)
     while True:
-        started = time.monotonic()
+        started = clock()
         try:
             await coro_factory()
         except asyncio.CancelledError:
             raise
         except Exception:
-            if time.monotonic() - started >= healthy_after:
+            if clock() - started >= healthy_after:
                 backoff.reset()
             delay = backoff.next()
             log.exception("task %s crashed; restarting in %.1fs", name, delay, extra={"task": name})
-            await asyncio.sleep(delay)
+            await sleep(delay)
         else:
             log.debug("task %s finished", name, extra={"task": name})
             return

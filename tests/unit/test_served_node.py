@@ -20,26 +20,23 @@ class Elector:
 
 
 @pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+def waits() -> list[float]:
     """The sleeps a slot takes (recorded, not slept)."""
-    recorded: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr(asyncio, "sleep", sleep)  # what LeadShare.slot waits with
-    return recorded
+    return []
 
 
-def share_of(nodes: int, replicas: int) -> tuple[LeadShare, list[Elector]]:
-    share = LeadShare(nodes, replicas)
+def share_of(nodes: int, replicas: int, waits: list[float]) -> tuple[LeadShare, list[Elector]]:
+    async def sleep(seconds: float) -> None:  # injected: never asyncio.sleep for the whole loop
+        waits.append(seconds)
+
+    share = LeadShare(nodes, replicas, sleep=sleep)
     electors = [Elector() for _ in range(nodes)]
     share.electors.extend(electors)  # type: ignore[arg-type]  # only is_leader and lease_duration
     return share, electors
 
 
 async def test_below_its_share_a_replica_tries_at_once(waits: list[float]) -> None:
-    share, electors = share_of(3, 2)
+    share, electors = share_of(3, 2, waits)
     assert share.share == 2
     electors[0].is_leader = True
     async with share.slot():
@@ -48,7 +45,7 @@ async def test_below_its_share_a_replica_tries_at_once(waits: list[float]) -> No
 
 
 async def test_at_its_share_a_replica_waits_one_lease_duration_then_tries(waits: list[float]) -> None:
-    share, electors = share_of(3, 2)
+    share, electors = share_of(3, 2, waits)
     electors[0].is_leader = electors[1].is_leader = True
     entered = False
     async with share.slot():
@@ -57,7 +54,7 @@ async def test_at_its_share_a_replica_waits_one_lease_duration_then_tries(waits:
 
 
 async def test_concurrent_attempts_are_counted_one_at_a_time(waits: list[float]) -> None:
-    share, electors = share_of(2, 2)  # a share of one node
+    share, electors = share_of(2, 2, waits)  # a share of one node
 
     async def attempt(elector: Elector) -> None:
         async with share.slot():

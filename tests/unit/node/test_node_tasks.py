@@ -31,20 +31,15 @@ async def test_supervise_restarts_a_crashed_loop_and_logs_the_traceback(
     assert len(crashes) == 2 and crashes[0].exc_info is not None
 
 
-async def test_supervise_backs_off_doubling_to_the_cap_and_resets_after_a_healthy_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_supervise_backs_off_doubling_to_the_cap_and_resets_after_a_healthy_run() -> None:
     delays: list[float] = []
     runs = 0
-    real_sleep = asyncio.sleep
 
     async def record(delay: float) -> None:
         delays.append(delay)
-        await real_sleep(0)
+        await asyncio.sleep(0)
 
     clock = [0.0]
-    monkeypatch.setattr("vkprovider.tasks.asyncio.sleep", record)
-    monkeypatch.setattr("vkprovider.tasks.time.monotonic", lambda: clock[0])
 
     async def crashes() -> None:
         nonlocal runs
@@ -54,9 +49,16 @@ async def test_supervise_backs_off_doubling_to_the_cap_and_resets_after_a_health
         if runs < 7:
             raise RuntimeError("boom")
 
-    # No asyncio.timeout here: the patched clock is the event loop's clock too (the run ends by
-    # itself: every sleep is patched to yield once, and the seventh run returns).
-    await supervise("crashes", crashes, restart_delay=1.0, max_delay=4.0, healthy_after=60.0)
+    # The sleep and the clock are supervise's own (injected): the loop's and other tasks' stay real.
+    await supervise(
+        "crashes",
+        crashes,
+        restart_delay=1.0,
+        max_delay=4.0,
+        healthy_after=60.0,
+        sleep=record,
+        clock=lambda: clock[0],
+    )
     assert delays == [1.0, 2.0, 4.0, 4.0, 1.0, 2.0]
 
 
