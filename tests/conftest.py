@@ -13,7 +13,16 @@ from collections.abc import AsyncIterator
 import pytest
 from kubernetes_asyncio import client, config
 
+from tests.loop_hygiene import running_servers, stop_leaked
 from vkprovider.devcluster import Cluster
+
+
+@pytest.fixture(autouse=True)
+async def no_server_left_running(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Stops (and warns about) a uvicorn server the test left on the shared loop (tests/loop_hygiene.py)."""
+    before = set(running_servers())
+    yield
+    await stop_leaked(before, request.node.nodeid)
 
 
 @pytest.fixture(scope="session")
