@@ -41,7 +41,8 @@ async def stop_leaked(before: set[asyncio.Task[Any]], test: str) -> list[str]:
         if task in before:
             continue
         server.should_exit = True
-        stopped.append(repr(server.config.app))
+        app = server.config.app
+        stopped.append(repr(getattr(app, "app", app)))  # inside vkprovider's BodyLimit, if wrapped
         warnings.warn(
             f"{test} left a uvicorn server running ({stopped[-1]}); stopped it",
             LeakedServerWarning,
