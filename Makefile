@@ -63,7 +63,7 @@ test: install cluster-build prometheus image-if-possible
 chaos: install cluster-build
 	$(if $(SEED),VKPROVIDER_CHAOS_SEED=$(SEED)) $(if $(CHAOS_SECONDS),VKPROVIDER_CHAOS_SECONDS=$(CHAOS_SECONDS)) \
 	$(if $(FAULTS),VKPROVIDER_CHAOS_FAULTS=$(FAULTS)) \
-	VKPROVIDER_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s -rxXs tests/chaos/test_chaos_long.py
+	VKPROVIDER_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s -rxXs --timeout=0 tests/chaos/test_chaos_long.py
 
 test-unit: install
 	$(BIN)/python -m pytest -q -m "not cluster"
