@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import time
@@ -131,6 +132,7 @@ async def demo() -> AsyncIterator[Stack]:
         yield stack
     finally:
         await stack.down()
+        shutil.rmtree(stack.cluster.workdir, ignore_errors=True)  # 70 MB of etcd and logs a run
 
 
 async def test_readme_commands_and_a_user_deployment_coming_home(demo: Stack) -> None:
