@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -38,15 +38,14 @@ from vkprovider.placement.shared_offers import SharedOffers
 from vkprovider.plugins.api import Provider
 from vkprovider.pods.controller import PodController
 from vkprovider.quota import term as quota_term
+from vkprovider.retry import Sleep
 from vkprovider.tasks import supervise
 
 
 class LeadShare:
     """How many of this process's nodes it leads, and the slot each campaign attempt runs in."""
 
-    def __init__(
-        self, nodes: int, replicas: int, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    ) -> None:
+    def __init__(self, nodes: int, replicas: int, *, sleep: Sleep = asyncio.sleep) -> None:
         self.share = math.ceil(nodes / replicas)
         self.electors: list[LeaderElector] = []
         self._lock = asyncio.Lock()

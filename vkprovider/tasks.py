@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from vkprovider.retry import Backoff
+from vkprovider.retry import Backoff, Sleep
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ async def supervise(
     restart_delay: float = 1.0,
     max_delay: float = 60.0,
     healthy_after: float = 60.0,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    sleep: Sleep = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run ``coro_factory()`` until it returns; restart it after each crash.

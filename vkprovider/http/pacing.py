@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-Sleep = Callable[[float], Awaitable[None]]
+from vkprovider.retry import Sleep
 
 
 class RefusalPacer:
