@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint docs go-proto test test-unit test-random chaos cluster-up cluster-down cluster-build prometheus image image-push image-if-possible image-test image-reproduce proto demo demo-down bench lock clean
+.PHONY: install lint docs go-proto test test-unit test-random chaos chaos-small cluster-up cluster-down cluster-build prometheus image image-push image-if-possible image-test image-reproduce proto demo demo-down bench lock clean
 
 install: $(STAMP)
 
@@ -57,13 +57,18 @@ test: install cluster-build prometheus image-if-possible
 	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests were collected"; exit 0; fi; exit $$rc
 
-# The long fault-injection run (tests/chaos, docs in tests/chaos/README.md); `make test` runs only
-# the small one. SEED=n replays a run, CHAOS_SECONDS=n sets the length of its fault phase,
-# FAULTS=a,b restricts the fault kinds.
+# The fault-injection runs (tests/chaos, docs in tests/chaos/README.md), outside `make test`:
+# chaos-small (5-8 minutes, one replica) and chaos (the long one). SEED=n replays a run;
+# for the long one CHAOS_SECONDS=n sets the length of its fault phase, FAULTS=a,b restricts the
+# fault kinds.
 chaos: install cluster-build
 	$(if $(SEED),VKPROVIDER_CHAOS_SEED=$(SEED)) $(if $(CHAOS_SECONDS),VKPROVIDER_CHAOS_SECONDS=$(CHAOS_SECONDS)) \
 	$(if $(FAULTS),VKPROVIDER_CHAOS_FAULTS=$(FAULTS)) \
 	VKPROVIDER_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s -rxXs --timeout=0 tests/chaos/test_chaos_long.py
+
+chaos-small: install cluster-build
+	$(if $(SEED),VKPROVIDER_CHAOS_SEED=$(SEED)) \
+	VKPROVIDER_CHAOS_SMALL=1 $(BIN)/python -m pytest -q -s -rxXs --timeout=0 tests/chaos/test_chaos_small.py
 
 test-unit: install
 	$(BIN)/python -m pytest -q -m "not cluster"
