@@ -5,6 +5,11 @@ model (de)serialisation, which dominates CPU for list/watch of many pods, and ex
 dicts. Every request passes one explicit QPS/burst limiter (the Go defaults of 5/10 are a known
 bottleneck, so they are configurable) and failures become typed ``KubeError`` subclasses. The
 proxy environment is read once at start-up (``transport``), not on every request.
+
+Short calls (``request``: reads, writes, Events) go through ``vkprovider.h1``, a lean HTTP/1.1
+pool at about half aiohttp's CPU per call; watches (``stream``) and anything behind a proxy go
+through kubernetes_asyncio's aiohttp session. Both share the TLS settings, credentials, limiter,
+error mapping and counters.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from vkprovider import h1
 from vkprovider.errors import ConfigError
 from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
-from vkprovider.kube.transport import settle_environment
+from vkprovider.kube.transport import lean_pool, settle_environment
 from vkprovider.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -57,6 +63,8 @@ class KubeClient:
     def __init__(self, api: client.ApiClient, *, qps: float | None = 50.0, burst: int = 100) -> None:
         settle_environment(api)
         self._api = api
+        #: the short calls' pool (None behind a proxy: those go through aiohttp)
+        self._lean = lean_pool(api, api.configuration.connection_pool_maxsize or 100)
         #: None: unthrottled (the heartbeat sibling, whose few calls must never queue)
         self._limiter = None if qps is None else TokenBucket(qps, burst)
         #: answers by (verb, resource, HTTP status; 0 = no answer: connection error, timeout), a
@@ -106,6 +114,8 @@ class KubeClient:
         return KubeClient(client.ApiClient(configuration), qps=qps, burst=burst)
 
     async def close(self) -> None:
+        if self._lean is not None:
+            await self._lean.close()
         await self._api.close()
 
     async def request(
@@ -122,6 +132,10 @@ class KubeClient:
     ) -> Any:
         """One API call; returns the decoded JSON body (or None for an empty body, or when
         ``decode`` is False: a write whose answer the caller does not need is not parsed)."""
+        if self._lean is not None:
+            return await self._request_lean(
+                self._lean, method, path, query, body, content_type, timeout, decode, accept
+            )
         resp = await self._send(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout, accept=accept
         )
@@ -155,6 +169,47 @@ class KubeClient:
                     yield event
         finally:
             resp.release()
+
+    async def _request_lean(
+        self,
+        pool: h1.Pool,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float,
+        decode: bool,
+        accept: str,
+    ) -> Any:
+        """``request`` through the lean pool: the same limiter, headers, credentials, counters and
+        error classes as ``_send``; the answer's body is bounded by the pool."""
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        resource = resource_of(path)
+        api = self._api
+        headers = [*api.default_headers.items(), ("Accept", accept), ("Accept-Encoding", "gzip")]
+        if "BearerToken" in api.configuration.api_key:
+            token = (await api.configuration.auth_settings()).get("BearerToken")
+            if token:
+                headers.append((token["key"], token["value"]))
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers.append(("Content-Type", content_type))
+        if query:
+            path += "?" + urlencode([(k, _query_value(v)) for k, v in query.items() if v is not None])
+        try:
+            with _transport_errors(method, path):
+                answer = await pool.request(method, path, headers, data, timeout=timeout)
+        except KubeError as exc:
+            self.responses[method, resource, exc.status] += 1
+            raise
+        self.responses[method, resource, answer.status] += 1
+        if answer.status >= 400:
+            raise _error_from_body(answer.status, answer.body)
+        with _transport_errors(method, path):
+            return json.loads(answer.body) if answer.body and decode else None
 
     async def _send(
         self,
@@ -223,7 +278,9 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
         yield
     except ApiException as exc:
         raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
-    except (TimeoutError, aiohttp.ClientError, OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (
+        TimeoutError, aiohttp.ClientError, h1.H1Error, OSError, json.JSONDecodeError, UnicodeDecodeError
+    ) as exc:  # fmt: skip
         # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
         # a watch line cut short when the apiserver goes away mid-response.
         raise KubeUnavailable(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
