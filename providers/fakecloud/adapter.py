@@ -8,10 +8,12 @@ delete one DELETE, no look-up before either. ``endpoints`` and ``logs`` are writ
 than on the kit's hooks because the kit looks the deployment up first, and the server answers
 both by UID in one request (a 404 there is the same NotFound).
 
-One pooled transport per instance, aiohttp's connection pool (httpx-aiohttp's
-``AiohttpTransport``) unless a test injects one; plain calls go straight to it
-(:class:`~vkprovider.plugins.direct_http.DirectSender`: ``AsyncClient``'s per-request work cost
-as much CPU as the transport), streams through an ``httpx.AsyncClient`` over the same pool.
+Two pooled transports per instance unless a test injects one (then both are it): plain calls
+go straight (:class:`~vkprovider.plugins.direct_http.DirectSender`: ``AsyncClient``'s
+per-request work cost as much CPU as the transport) to the kit's lean
+:class:`~vkprovider.plugins.h1_transport.H1Transport` (about half aiohttp's CPU per call);
+streams (logs, the watch), which that transport cannot carry, go through an
+``httpx.AsyncClient`` over aiohttp's pool (httpx-aiohttp's ``AiohttpTransport``).
 Over aiohttp rather than httpcore because httpcore's own pool walks every
 connection (a readability poll each) and every queued request twice per request, which cost
 ~1.2 ms of CPU per call with 16 calls in flight against ~0.4 ms over aiohttp
@@ -45,6 +47,7 @@ from vkprovider.plugins.api import (
     DeploymentStatus,
     DeploymentUsage,
     DirectSender,
+    H1Transport,
     LogOptions,
     Offer,
     ProviderError,
@@ -100,15 +103,19 @@ class FakeCloudProvider(CloudAdapter[DeploymentStatus]):
         keyed = settings.api_key is not None or settings.api_key_env or settings.api_key_file is not None
         key = self._key_source(name, settings) if keyed else None
         self._base = settings.url.rstrip("/") + API_PREFIX
-        pool = transport if transport is not None else AiohttpTransport()
-        # Streams (logs, watch) through the client; plain calls straight to the same pool.
+        streams = transport if transport is not None else AiohttpTransport()
+        # Streams (logs, watch) through the client; plain calls straight to the lean pool.
         self._client = httpx.AsyncClient(
             base_url=self._base,
             timeout=settings.timeout_seconds,
             auth=BearerAuth(key) if key is not None else None,
-            transport=pool,
+            transport=streams,
         )
-        self._direct = DirectSender(pool, base_url=self._base, timeout=settings.timeout_seconds, key=key)
+        self._client_transport = streams
+        self._calls = transport if transport is not None else H1Transport()
+        self._direct = DirectSender(
+            self._calls, base_url=self._base, timeout=settings.timeout_seconds, key=key
+        )
 
     @staticmethod
     def _key_source(name: str, settings: Settings) -> ApiKeySource:
@@ -244,6 +251,8 @@ class FakeCloudProvider(CloudAdapter[DeploymentStatus]):
 
     async def close(self) -> None:
         await self._client.aclose()
+        if self._calls is not self._client_transport:  # an injected one was closed with the client
+            await self._calls.aclose()
 
     async def usage(self, node_name: str) -> builtins.list[DeploymentUsage]:
         """CPU/memory of this node's running deployments (``GET /v1/usage``), one call for all."""

@@ -60,6 +60,7 @@ KIT_CLASSES: tuple[tuple[type, tuple[str, ...]], ...] = (
         ),
     ),
     (api.DirectSender, ("request",)),
+    (api.H1Transport, ("handle_async_request", "aclose")),
 )
 KIT_FUNCTIONS = (api.cheapest_offer, api.one_container_status)
 KIT = """\
@@ -76,7 +77,8 @@ tolerates `NotFound`, `NotFound` for unknown UIDs, logs cut at `limit_bytes`. It
 `KeyedHttpClient` reads every failure through the one status table; the adapter writes only
 `error_detail` (the cloud's wording) and `error_class` (its departures from the table).
 `DirectSender` sends plain calls straight to an httpx transport (the key's rules kept, no
-`AsyncClient` per-request work). The rules behind each: [plugin-guide.md](plugin-guide.md),
+`AsyncClient` per-request work); `H1Transport` is such a transport for plain calls at about
+half aiohttp's CPU (keep-alive pools over `vkprovider.h1`; not for streams). The rules behind each: [plugin-guide.md](plugin-guide.md),
 *The adapter kit*.
 """
 ERRORS = (

@@ -29,7 +29,8 @@ class ProtocolError(H1Error):
 
 class Answer(NamedTuple):
     status: int
-    #: (lower-cased name, value), in the order received
+    #: (lower-cased name, value), in the order received (``content-encoding`` dropped once the
+    #: body is decoded)
     headers: list[tuple[bytes, bytes]]
     body: bytes
 
@@ -122,7 +123,10 @@ class Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        answer = Answer(self._parser.get_status_code(), self._headers, b"".join(self._body))
+        headers = self._headers
+        if self._gzip is not None:  # the body is delivered decoded: say so
+            headers = [(k, v) for k, v in headers if k != b"content-encoding"]
+        answer = Answer(self._parser.get_status_code(), headers, b"".join(self._body))
         self._keep_alive = self._parser.should_keep_alive()
         self._headers, self._header_bytes, self._body, self._body_bytes, self._gzip = [], 0, [], 0, None
         waiter, self._waiter = self._waiter, None

@@ -86,6 +86,7 @@ from vkprovider.plugins.catalog import normalize_catalog_gpu
 from vkprovider.plugins.cloud_adapter import CloudAdapter
 from vkprovider.plugins.container_status import container_state, one_container_status
 from vkprovider.plugins.direct_http import DirectSender
+from vkprovider.plugins.h1_transport import H1Transport
 from vkprovider.plugins.http_client import (
     DEFAULT_LOG_STREAM_CONNECTIONS,
     HttpCloudSettings,
@@ -130,6 +131,7 @@ __all__ = [
     "DirectSender",
     "EnvVar",
     "FileMount",
+    "H1Transport",
     "HttpCloudSettings",
     "InvalidRequest",
     "KeyedHttpClient",
