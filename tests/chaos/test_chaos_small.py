@@ -1,5 +1,5 @@
-"""The small chaos run, behind ``make chaos-small`` (5–8 minutes on 2 cores: each of its 15
-fault kinds gets a 7–11 s window, then settling; skipped unless ``VKPROVIDER_CHAOS_SMALL=1`` or a
+"""The small chaos run, behind ``make chaos-small`` (5-8 minutes on 2 cores: each of its 15
+fault kinds gets a 7-11 s window, then settling; skipped unless ``VKPROVIDER_CHAOS_SMALL=1`` or a
 ``VKPROVIDER_CHAOS_SEED`` is given, so ``make test`` stays near ten minutes warm): provider 5xx, 429 with
 Retry-After, ambiguous creates, lost deployments, capacity exhaustion, the gRPC plugin killed
 or spewing 1 MiB lines and binary output, ``vkprovider serve`` SIGKILLed and watches cut, the
