@@ -1,7 +1,8 @@
-"""The cost of one API request in the service's client: with kubernetes_asyncio's stock session
-(``trust_env=True``: a proxy and netrc lookup per request, on a thread pool) and with the
-proxy environment read once at start-up (what ``KubeClient`` does). Real control plane.
-Prints figures; asserts nothing.
+"""The cost of one API request in the service's client: through aiohttp with kubernetes_asyncio's
+stock session (``trust_env=True``: a proxy and netrc lookup per request, on a thread pool),
+through aiohttp with the proxy environment read once at start-up (what ``KubeClient`` does
+behind a proxy), and through the lean pool (``vkprovider.h1``: what ``KubeClient`` does
+otherwise). Real control plane. Prints figures; asserts nothing.
 
     .venv/bin/python bench/bench_kube_client.py --requests 2000 --concurrency 32
 """
@@ -48,9 +49,17 @@ async def run(requests: int, concurrency: int) -> None:
     cluster = await Cluster.start("bench-kube-client", gpu_nodes=0)
     try:
         rows = []
-        for label, stock in (("stock (trust_env per request)", True), ("env read once", False)):
+        variants = (
+            ("aiohttp, stock (trust_env)", "stock"),
+            ("aiohttp, env read once", "aiohttp"),
+            ("lean pool (vkprovider.h1)", "lean"),
+        )
+        for label, how in variants:
             kube = await KubeClient.connect(str(cluster.kubeconfig), qps=100000, burst=100000)
-            if stock:
+            if how != "lean" and kube._lean is not None:
+                await kube._lean.close()
+                kube._lean = None  # every request through aiohttp, as behind a proxy
+            if how == "stock":
                 stock_session(kube)
             try:
                 rows.append((label, *await measure(kube, requests, concurrency)))
@@ -60,7 +69,8 @@ async def run(requests: int, concurrency: int) -> None:
         print(f"{'session':32} {'CPU ms/request':>15} {'requests/s':>12}")
         for label, cpu_ms, rate in rows:
             print(f"{label:32} {cpu_ms:15.3f} {rate:12.0f}")
-        print(f"CPU per request after/before: {rows[1][1] / rows[0][1]:.2f}")
+        print(f"CPU per request, env read once / stock: {rows[1][1] / rows[0][1]:.2f}")
+        print(f"CPU per request, lean / aiohttp (env read once): {rows[2][1] / rows[1][1]:.2f}")
     finally:
         await cluster.stop(remove=True)
 
