@@ -81,12 +81,14 @@ async def patch_pod_status(
     resource_version: str,
     *,
     annotations: dict[str, str] | None = None,
+    decode: bool | None = None,
 ) -> JSON | None:
     """Merge-patch ``status`` guarded by ``resourceVersion`` (a stale write gets 409, not a clobber).
 
-    ``annotations`` go in the same patch (pods/status keeps metadata changes); only then is the
-    answer decoded and returned, so the caller can check they were kept. Otherwise None: a
-    pod's JSON is parsed for nothing on the busiest write path."""
+    ``annotations`` go in the same patch (pods/status keeps metadata changes). The answer is
+    decoded and returned only when ``decode`` (default: when there are annotations, so the
+    caller can check they were kept); otherwise None: a pod's JSON is parsed for nothing on the
+    busiest write path."""
     metadata: JSON = {"resourceVersion": resource_version}
     if annotations:
         metadata["annotations"] = annotations
@@ -95,7 +97,7 @@ async def patch_pod_status(
         api_path("pods", name, namespace=namespace, subresource="status"),
         body={"metadata": metadata, "status": status},
         content_type=MERGE_PATCH,
-        decode=bool(annotations),
+        decode=bool(annotations) if decode is None else decode,
     )
     return result
 

@@ -47,6 +47,10 @@ class FakeKube:
         self.events: list[JSON] = []
         self.objects: dict[tuple[str, str, str], JSON] = {}
         self.calls: list[tuple[str, str, int]] = []  # (method, path, http status)
+        #: an apiserver whose status writes drop metadata (real ones keep it: kubernetes#92022)
+        self.status_drops_metadata = False
+        #: ``decode`` of each status patch that carried annotations, in order
+        self.annotated_status_decodes: list[bool] = []
         self._rv = 100
 
     def _bump(self, pod: JSON) -> None:
@@ -92,6 +96,8 @@ class FakeKube:
         decode: bool = True,
         accept: str = "application/json",
     ) -> Any:
+        if method == "PATCH" and path.endswith("/status") and (body.get("metadata") or {}).get("annotations"):
+            self.annotated_status_decodes.append(decode)
         try:
             result = self._handle(method, path, body)
         except KubeConflict:
@@ -142,6 +148,8 @@ class FakeKube:
             # Like the apiserver's pod status strategy: metadata changes are kept (labels,
             # annotations), spec/deletionTimestamp/ownerReferences are not.
             kept = {k: v for k, v in (body.get("metadata") or {}).items() if k in ("labels", "annotations")}
+            if self.status_drops_metadata:
+                kept = {}
             patch = {"status": body["status"], "metadata": kept}
         else:
             patch = {"metadata": {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}}

@@ -397,3 +397,37 @@ async def test_each_deploy_and_delete_leaves_one_incident_line(caplog: pytest.Lo
     assert (deploys[0].pod, deploys[0].uid, deploys[0].provider) == ("ns/p", "uid-1", "cheap")  # type: ignore[attr-defined]
     assert deploys[0].offer and deploys[0].outcome == "ok"  # type: ignore[attr-defined]
     assert ("delete", "ok", "cheap") in lines
+
+
+async def _two_pods_running(kube_drops: bool) -> tuple[Any, list[JSON]]:
+    w = await world()
+    w.kube.status_drops_metadata = kube_drops
+    pods = [w.kube.add_pod(gpu_pod(name, uid)) for name, uid in (("a", "uid-a"), ("b", "uid-b"))]
+    for pod in pods:
+        await w.run(pod)
+        w.cloud.set_phase(pod["metadata"]["uid"], Phase.RUNNING, ready=True)
+    await w.tracker.poll_once()
+    for pod in pods:
+        await w.run(pod)
+    shown = [w.kube.pod("ns", name) for name in ("a", "b")]
+    assert all(p is not None and p["status"]["phase"] == "Running" for p in shown)
+    return w, [p for p in shown if p is not None]
+
+
+async def test_the_status_answer_is_read_until_it_shows_our_annotations_kept() -> None:
+    w, shown = await _two_pods_running(kube_drops=False)
+    for pod in shown:
+        assert pod["metadata"]["annotations"]["vkprovider.io/provider"] == "cheap"
+    # the first annotated status write is checked; once it showed them kept, no answer is read
+    decodes = w.kube.annotated_status_decodes
+    assert decodes[0] is True and len(decodes) >= 2 and not any(decodes[1:]), decodes
+    assert w.kube.count("PATCH", "/pods/a") == w.kube.count("PATCH", "/pods/b") == 0  # no metadata patch
+
+
+async def test_an_apiserver_that_drops_them_gets_a_metadata_patch_every_time() -> None:
+    w, shown = await _two_pods_running(kube_drops=True)
+    for pod in shown:
+        assert pod["metadata"]["annotations"]["vkprovider.io/provider"] == "cheap"
+    decodes = w.kube.annotated_status_decodes
+    assert decodes and all(decodes), decodes
+    assert w.kube.count("PATCH", "/pods/a") >= 1 and w.kube.count("PATCH", "/pods/b") >= 1
