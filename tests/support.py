@@ -156,3 +156,25 @@ def gpu_worker_pod(node: str, *, run_seconds: float, grace_seconds: int) -> dict
             }
         ],
     }
+
+
+@contextlib.asynccontextmanager
+async def http_server(
+    handler: Callable[[Any], Awaitable[Any]], *, on_stop: Callable[[], None] | None = None
+) -> AsyncIterator[str]:
+    """An aiohttp server on 127.0.0.1 (a free port) answering every method and path with
+    ``handler``; yields its base URL (``http://127.0.0.1:<port>``). ``on_stop`` runs before the
+    server stops (e.g. to release handlers a test left waiting)."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        if on_stop is not None:
+            on_stop()
+        await runner.cleanup()

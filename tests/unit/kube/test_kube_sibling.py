@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from tests.support import http_server
 from vkprovider.kube.client import KubeClient
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk"
@@ -34,16 +35,8 @@ class Api:
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[Api, str]]:
     api = Api()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield api, f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        api.release.set()
-        await runner.cleanup()
+    async with http_server(api.handle, on_stop=api.release.set) as url:
+        yield api, url
 
 
 def main_client(url: str, *, pool: int = 100, qps: float = 1000.0, burst: int = 1000) -> KubeClient:

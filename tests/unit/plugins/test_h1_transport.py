@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 from vkprovider_fakecloud.mapping import error_for_exception
 
+from tests.support import http_server
 from vkprovider.errors import Transient
 from vkprovider.plugins.api import ApiKeySource, DirectSender, H1Transport
 
@@ -57,16 +58,8 @@ class Api:
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[Api, str]]:
     api = Api()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield api, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    finally:
-        api.release.set()
-        await runner.cleanup()
+    async with http_server(api.handle, on_stop=api.release.set) as url:
+        yield api, url + "/v1"
 
 
 async def test_plain_calls_arrive_as_sent_and_share_one_connection(api: tuple[Api, str]) -> None:
