@@ -32,7 +32,8 @@ _NO_TIMEOUT = 300.0
 
 class H1Transport(httpx.AsyncBaseTransport):
     """``limit``: exchanges at once per origin. ``verify``: the TLS context for https origins
-    (default: the system's CAs, hostnames checked)."""
+    (default: httpx's, so the same CAs as an ``AsyncClient``: certifi's, or ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR``; hostnames checked)."""
 
     def __init__(self, *, limit: int = 100, verify: ssl.SSLContext | None = None) -> None:
         self._limit = limit
@@ -69,7 +70,7 @@ class H1Transport(httpx.AsyncBaseTransport):
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"{url.scheme!r} URLs are not supported")
         secure = url.scheme == "https"
-        context = (self._verify or ssl.create_default_context()) if secure else None
+        context = (self._verify or httpx.create_ssl_context()) if secure else None
         if context is not None:
             context.set_alpn_protocols(["http/1.1"])
         pool = h1.Pool(url.host, url.port or (443 if secure else 80), ssl_context=context, limit=self._limit)

@@ -5,9 +5,11 @@ classes (and, through the fakecloud adapter's mapping, ``Transient``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from aiohttp import web
 from vkprovider_fakecloud.mapping import error_for_exception
 
 from tests.support import http_server
+from vkprovider.devcluster import pki
 from vkprovider.errors import Transient
 from vkprovider.plugins.api import ApiKeySource, DirectSender, H1Transport
 
@@ -133,3 +136,36 @@ async def test_an_unsupported_scheme_is_refused_by_name() -> None:
     with pytest.raises(httpx.UnsupportedProtocol, match="ftp"):
         await transport.handle_async_request(httpx.Request("GET", "ftp://127.0.0.1/x"))
     await transport.aclose()
+
+
+async def test_https_origins_are_verified_by_default(tmp_path: Path) -> None:
+    """A server whose certificate no default CA signed is refused; with its CA given it answers,
+    and a name the certificate does not carry is refused even then."""
+    ca = pki.CertificateAuthority.create(tmp_path)
+    pair = ca.issue(tmp_path, "server", "cloud", server=True, ip_addresses=("127.0.0.1",))
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(pair.cert, pair.key)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    trusting = ssl.create_default_context(cafile=str(ca.pair.cert))
+    try:
+        default = H1Transport()
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await default.handle_async_request(httpx.Request("GET", f"https://127.0.0.1:{port}/v1/x"))
+        await default.aclose()
+        given = H1Transport(verify=trusting)
+        answer_ok = await given.handle_async_request(httpx.Request("GET", f"https://127.0.0.1:{port}/v1/x"))
+        assert (answer_ok.status_code, answer_ok.content) == (200, b"{}")
+        with pytest.raises(httpx.ConnectError, match=r"CERTIFICATE_VERIFY_FAILED|match"):
+            await given.handle_async_request(httpx.Request("GET", f"https://localhost:{port}/v1/x"))
+        await given.aclose()
+    finally:
+        server.close()
