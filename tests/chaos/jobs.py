@@ -28,6 +28,9 @@ JSON = dict[str, Any]
 JOB_LABEL = "job-name"
 MAX_ACTIVE = 2  #: Jobs running at once (each: parallelism 2), so capacity stays for the Deployments
 COMPLETED = "Completed"  #: fakecloud's ledger end_reason for a run that ended with exit 0
+#: the Job controller's pod-failure backoff cap (10 s doubling, at most 6 minutes): a Job whose
+#: pods the churn interrupted often may create its next pod that long after the faults end
+FINISH_WAIT = 360.0 + 60.0
 
 
 def job_manifest(name: str, node: str, *, indexed: bool, run_seconds: float) -> JSON:

@@ -293,7 +293,8 @@ class Rig:
             self.note("faults over; settling")
             converged = await self.wait_for(self.converged, timeout=self.plan.settle_timeout)
             self.note(f"settle: {'converged' if converged else 'DID NOT converge'}")
-            done = await self.wait_for(lambda: jobs.jobs_finished(self), timeout=self.plan.settle_timeout)
+            wait = max(self.plan.settle_timeout, jobs.FINISH_WAIT)
+            done = await self.wait_for(lambda: jobs.jobs_finished(self), timeout=wait)
             self.note(f"jobs: {'all finished' if done else 'NOT all finished'}")
             await asyncio.sleep(3 * 5.0)  # orphan GC period (5 s) at least twice after convergence
             await self.wait_for(self.converged, timeout=60)
