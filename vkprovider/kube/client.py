@@ -170,6 +170,16 @@ class KubeClient:
         finally:
             resp.release()
 
+    async def _credentials(self) -> list[tuple[str, str]]:
+        """The bearer token header, if the configuration has one (client certificates live in
+        the TLS context). ``auth_settings()`` runs the refresh hook: in-cluster and exec tokens
+        rotate, so it is asked on every request."""
+        configuration = self._api.configuration
+        if "BearerToken" not in configuration.api_key:
+            return []
+        token = (await configuration.auth_settings()).get("BearerToken")
+        return [(token["key"], token["value"])] if token else []
+
     async def _request_lean(
         self,
         pool: h1.Pool,
@@ -187,12 +197,8 @@ class KubeClient:
         if self._limiter is not None:
             await self._limiter.acquire()
         resource = resource_of(path)
-        api = self._api
-        headers = [*api.default_headers.items(), ("Accept", accept), ("Accept-Encoding", "gzip")]
-        if "BearerToken" in api.configuration.api_key:
-            token = (await api.configuration.auth_settings()).get("BearerToken")
-            if token:
-                headers.append((token["key"], token["value"]))
+        headers = [*self._api.default_headers.items(), ("Accept", accept), ("Accept-Encoding", "gzip")]
+        headers += await self._credentials()
         data = None
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode()
@@ -231,11 +237,7 @@ class KubeClient:
         resource = resource_of(path)
         api, rest = self._api, self._api.rest_client
         headers = {**api.default_headers, "Accept": accept, "Content-Type": content_type}
-        if "BearerToken" in api.configuration.api_key:
-            # auth_settings() runs the refresh hook (in-cluster and exec tokens rotate).
-            token = (await api.configuration.auth_settings()).get("BearerToken")
-            if token:
-                headers[token["key"]] = token["value"]
+        headers.update(await self._credentials())
         url = (api.configuration.host or "") + path
         if query:
             url += "?" + urlencode([(k, _query_value(v)) for k, v in query.items() if v is not None])
