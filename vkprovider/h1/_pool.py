@@ -99,6 +99,8 @@ class Pool:
     def _message(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None
     ) -> bytes:
+        if _UNSAFE.search(method) or " " in method:
+            raise ValueError(f"method {method!r}")
         if not _PLAIN_TARGET.match(target):
             target = quote(target, safe="/_.~:@!$&'()*+,;=%?-")
         lines = [f"{method} {target} HTTP/1.1\r\nHost: ".encode(), self._host_header, b"\r\n"]
@@ -111,8 +113,6 @@ class Pool:
             lines.append(body)
         else:
             lines.append(b"\r\n")
-        if _UNSAFE.search(method) or " " in method:
-            raise ValueError(f"method {method!r}")
         return b"".join(lines)
 
     def _idle_connection(self) -> Connection | None:

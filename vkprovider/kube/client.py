@@ -199,15 +199,12 @@ class KubeClient:
         resource = resource_of(path)
         headers = [*self._api.default_headers.items(), ("Accept", accept), ("Accept-Encoding", "gzip")]
         headers += await self._credentials()
-        data = None
-        if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode()
+        data = _json_body(body)
+        if data is not None:
             headers.append(("Content-Type", content_type))
-        if query:
-            path += "?" + urlencode([(k, _query_value(v)) for k, v in query.items() if v is not None])
         try:
             with _transport_errors(method, path):
-                answer = await pool.request(method, path, headers, data, timeout=timeout)
+                answer = await pool.request(method, _target(path, query), headers, data, timeout=timeout)
         except KubeError as exc:
             self.responses[method, resource, exc.status] += 1
             raise
@@ -238,9 +235,7 @@ class KubeClient:
         api, rest = self._api, self._api.rest_client
         headers = {**api.default_headers, "Accept": accept, "Content-Type": content_type}
         headers.update(await self._credentials())
-        url = (api.configuration.host or "") + path
-        if query:
-            url += "?" + urlencode([(k, _query_value(v)) for k, v in query.items() if v is not None])
+        url = (api.configuration.host or "") + _target(path, query)
         options: dict[str, Any] = {}
         if rest.proxy:
             options["proxy"] = rest.proxy
@@ -248,7 +243,7 @@ class KubeClient:
                 options["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = _json_body(body)
         try:
             with _transport_errors(method, path):
                 resp: aiohttp.ClientResponse = await rest.pool_manager.request(
@@ -266,6 +261,18 @@ class KubeClient:
                 resp.release()
             raise _error_from_body(resp.status, raw)
         return resp
+
+
+def _target(path: str, query: Mapping[str, Any] | None) -> str:
+    """``path`` with ``query`` encoded (None values left out)."""
+    if not query:
+        return path
+    return path + "?" + urlencode([(k, _query_value(v)) for k, v in query.items() if v is not None])
+
+
+def _json_body(body: Any) -> bytes | None:
+    """A request body as compact JSON (None: no body)."""
+    return None if body is None else json.dumps(body, separators=(",", ":")).encode()
 
 
 @functools.lru_cache(maxsize=64)
