@@ -223,7 +223,7 @@ class RealNode:
         await asyncio.to_thread(sweep_dead_nodes)
         workdir = node_tools.tools_root() / "run" / name
         shutil.rmtree(workdir, ignore_errors=True)
-        for sub in ("pki", "logs", "cni/conf", "kubelet", "containerd"):
+        for sub in ("pki", "logs", "pod-logs", "cni/conf", "kubelet", "containerd"):
             (workdir / sub).mkdir(parents=True)
         try:
             net = await asyncio.to_thread(KubeletNet.create, f"{name}"[:30])
@@ -430,6 +430,10 @@ class RealNode:
             "containerRuntimeEndpoint": endpoint,
             "imageServiceEndpoint": endpoint,
             "resolvConf": str(self.workdir / "resolv.conf"),
+            # Not the default /var/log/pods: each kubelet's container GC removes every pod log
+            # directory there whose pod it does not know (evictPodLogsDirectories), so two nodes
+            # on one machine (parallel test workers) deleted each other's logs mid-test.
+            "podLogsDir": str(self.workdir / "pod-logs"),
             "clusterDNS": [self.net.host_ip],  # devcluster.cluster_dns, on the veth's host end
             "clusterDomain": CLUSTER_DOMAIN,
             "evictionHard": {
