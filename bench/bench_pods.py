@@ -140,6 +140,7 @@ class Service:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.provider_url: str | None = None  #: the fakecloud's URL (None: memory adapter)
+        self.loop = "?"  #: the event loop the service runs on
 
     @classmethod
     async def start(cls, cluster: Cluster, node: str, args: argparse.Namespace) -> Service:
@@ -153,6 +154,7 @@ class Service:
             f"--provider-rate={args.provider_rate}",
             f"--workers={args.workers}",
             f"--queue-rate={args.queue_rate}",
+            f"--event-loop={args.event_loop}",
         ]
         if args.profile:
             command.append(f"--profile={args.profile}")
@@ -163,7 +165,9 @@ class Service:
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
         service = cls(proc)
-        service.provider_url = (await service._reply()).get("provider_url")
+        ready = await service._reply()
+        service.provider_url = ready.get("provider_url")
+        service.loop = ready.get("loop", "?")
         return service
 
     async def _reply(self) -> dict[str, Any]:
@@ -507,6 +511,7 @@ async def run(args: argparse.Namespace) -> None:
                 if service.provider_url
                 else []
             ),
+            ("service event loop", service.loop),
             (
                 "service CPU ms per pod up / down",
                 f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
@@ -574,6 +579,9 @@ def main() -> None:
     )
     parser.add_argument("--raw-pods", type=int, default=0, help="pods of the raw ceiling (default: --pods)")
     parser.add_argument("--profile", default="", help="cProfile the service's measured part into this file")
+    parser.add_argument(
+        "--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="the service's loop"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vkprovider import eventloop
 from vkprovider.config import NodeConfig
 from vkprovider.kube.client import KubeClient
 from vkprovider.node.agent import NodeAgent
@@ -161,7 +162,12 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     # The bench reads the cloud's own request counts (/admin/stats) itself: not the service's CPU.
-    print(json.dumps({"ready": True, "provider_url": server.url if server else None}), flush=True)
+    ready = {
+        "ready": True,
+        "provider_url": server.url if server else None,
+        "loop": eventloop.running_loop_name(),
+    }
+    print(json.dumps(ready), flush=True)
     while line := (await reader.readline()).decode().strip():
         if line == "profile" and profile is not None:
             profile.enable()
@@ -210,7 +216,9 @@ def main() -> None:
     parser.add_argument("--status-before-delete", action="store_true", help="pods.status_before_delete")
     parser.add_argument("--max-pods", type=int, default=10_000, help="the node's capacity pods")
     parser.add_argument("--profile", default="", help="write cProfile stats of the measured part here")
-    asyncio.run(serve(parser.parse_args()))
+    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
+    args = parser.parse_args()
+    eventloop.run(serve(args), args.event_loop)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from pydantic_settings import EnvSettingsSource, SettingsError
 
 from vkprovider import config_source
 from vkprovider.errors import ConfigError
+from vkprovider.eventloop import EventLoopChoice
 from vkprovider.gate.config import GateConfig
 from vkprovider.http.limits import AdminServerLimits, ServerLimits
 from vkprovider.placement.config import PlacementConfig
@@ -338,6 +339,7 @@ class Settings(BaseModel):
     traffic: TrafficConfig = TrafficConfig()
     log_json: bool = False
     log_level: str = "INFO"
+    event_loop: EventLoopChoice = "auto"
 
     @field_validator("providers")
     @classmethod

@@ -19,7 +19,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from vkprovider import logs
+from vkprovider import eventloop, logs
 from vkprovider.config import NodeConfig, Settings, load_settings
 from vkprovider.errors import ConfigError
 
@@ -104,5 +104,5 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         settings.gate.dry_run = True
     logs.configure(settings.log_level, json_lines=settings.log_json)
-    asyncio.run(run_gate(settings, nodes))
+    eventloop.run(run_gate(settings, nodes), settings.event_loop)
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from vkprovider import eventloop
 from vkprovider.cli.plugin_new import generate
 from vkprovider.config import load_settings
 from vkprovider.errors import ConfigError
@@ -91,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
     name, settings = _settings_for(args.adapter, args.name, args.config)
     provider = instantiate(args.adapter, name, settings)
     address = args.address or os.environ.get(ADDRESS_ENV) or "127.0.0.1:0"
-    return asyncio.run(_run(provider, address, args.grace))
+    return eventloop.run(_run(provider, address, args.grace))
 
 
 async def _stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:

@@ -20,6 +20,7 @@ import signal
 import socket
 from typing import Any
 
+from vkprovider import eventloop
 from vkprovider.errors import ConfigError
 
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.config}: quota: section missing (it names the ClusterQueue to sync)")
     quota = settings.quota.model_copy(update={"dry_run": settings.quota.dry_run or args.dry_run})
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_serve(settings, quota))
+    return eventloop.run(_serve(settings, quota), settings.event_loop)
 
 
 async def _serve(settings: Any, quota: Any) -> int:

@@ -8,13 +8,13 @@ exits with code 2 and one message naming every bad field.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from vkprovider import logs
+from vkprovider import eventloop, logs
 from vkprovider.config import load_settings
 from vkprovider.errors import ConfigError
 from vkprovider.preflight import StartupChecks
@@ -55,9 +55,10 @@ def _run(args: argparse.Namespace) -> int:
     from vkprovider.service import Service  # heavy imports only for this command
 
     async def main() -> None:
+        logging.getLogger("vkprovider.serve").info("event loop: %s", eventloop.running_loop_name())
         service = Service(settings)
         service.install_signal_handlers()
         await service.run()
 
-    asyncio.run(main())
+    eventloop.run(main(), settings.event_loop)
     return 0

@@ -123,4 +123,5 @@ MEANINGS: dict[str, str] = {
     "quota.flavors[].queues": "the ClusterQueues that share this flavor's offer, with their weights",
     "log_json": "one JSON object per log line",
     "log_level": "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`",
+    "event_loop": "`auto` (uvloop where installed), `asyncio` or `uvloop` (vkprovider/eventloop.py)",
 }

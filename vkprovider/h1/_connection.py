@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import httptools
 
@@ -67,8 +67,9 @@ class Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream connection's transport reads and writes; uvloop's TLS transport is not an
+        # ``asyncio.Transport`` subclass, so this is a cast, not an isinstance check.
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None:

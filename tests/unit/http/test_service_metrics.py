@@ -207,18 +207,23 @@ async def test_provider_calls_are_timed_and_errors_counted_by_class() -> None:
     cloud.failures = [NoCapacity("sold out"), RuntimeError("adapter bug")]
     provider = guard(cloud)
     calls = value("vkprovider_provider_call_seconds_count", provider="guarded-cloud", call="deploy")
+
+    def errors() -> dict[str, float]:  # the registry is the process's: counted from here on
+        return {
+            error: value(
+                "vkprovider_provider_call_errors_total", provider="guarded-cloud", call="deploy", error=error
+            )
+            for error in ("NoCapacity", "AdapterBug", "Transient")
+        }
+
+    before = errors()
     with pytest.raises(NoCapacity):
         await provider.deploy(request("u1"))
     with pytest.raises(Exception, match="unexpected RuntimeError"):
         await provider.deploy(request("u1"))
     await provider.deploy(request("u1"))
-    errors = {
-        error: value(
-            "vkprovider_provider_call_errors_total", provider="guarded-cloud", call="deploy", error=error
-        )
-        for error in ("NoCapacity", "AdapterBug", "Transient")
-    }
-    assert errors == {"NoCapacity": 1, "AdapterBug": 1, "Transient": 0}
+    counted = {error: n - before[error] for error, n in errors().items()}
+    assert counted == {"NoCapacity": 1, "AdapterBug": 1, "Transient": 0}
     after = value("vkprovider_provider_call_seconds_count", provider="guarded-cloud", call="deploy")
     assert after - calls == 3
 
