@@ -513,6 +513,11 @@ async def run(args: argparse.Namespace) -> None:
             ),
             ("service event loop", service.loop),
             (
+                "API connections opened up / down (keep-alive pool)",
+                f"{s1['connections_opened'] - s0['connections_opened']}"
+                f" / {s3['connections_opened'] - s2['connections_opened']}",
+            ),
+            (
                 "service CPU ms per pod up / down",
                 f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
             ),

@@ -185,6 +185,7 @@ async def serve(args: argparse.Namespace) -> None:
                 # still to be written in the background (the bench counts a pod's cost once settled)
                 "events_queued": sum(q.qsize() for q in controller.events._queues),
                 "cached_pods": len(controller.informer.cache),
+                "connections_opened": kube.connections_opened,
                 "provider_cpu_s": server.cpu_s() if server is not None else None,
             }
             print(json.dumps(stats), flush=True)

@@ -113,6 +113,12 @@ class KubeClient:
         configuration.connection_pool_maxsize = pool
         return KubeClient(client.ApiClient(configuration), qps=qps, burst=burst)
 
+    @property
+    def connections_opened(self) -> int:
+        """Connections the request pool opened so far (0 where requests go through aiohttp): a
+        keep-alive pool opens about as many as requests were ever in flight at once."""
+        return self._lean.opened if self._lean is not None else 0
+
     async def close(self) -> None:
         if self._lean is not None:
             await self._lean.close()

@@ -107,10 +107,12 @@ class EndpointPublisher:
             self.mark(key)
 
     def on_pod(self, kind: str, old: JSON | None, new: JSON) -> None:
+        services = self._by_namespace.get(new["metadata"].get("namespace", ""))
+        if not services:
+            return  # no Service in the pod's namespace: no slice to touch (most pods, most events)
         if old is not None and kind != "DELETED" and _publication_view(old) == _publication_view(new):
             return
-        namespace = new["metadata"].get("namespace", "")
-        for key in list(self._by_namespace.get(namespace, ())):
+        for key in list(services):
             service = self._services.get(key)
             if service is None:
                 continue

@@ -100,3 +100,19 @@ async def test_a_sibling_with_its_own_limiter_keeps_to_it(api: tuple[Api, str]) 
     finally:
         await reviews.close()
         await kube.close()
+
+
+async def test_sequential_requests_reuse_one_kept_alive_connection(api: tuple[Api, str]) -> None:
+    """The figure the pod bench prints (connections opened) counts what the pool really opened:
+    one connection for calls made one after another, one per call in flight at once."""
+    server, url = api
+    kube = main_client(url, pool=8)
+    try:
+        for _ in range(5):
+            await kube.request("GET", LEASE)
+        assert kube.connections_opened == 1
+        server.release.set()  # the slow path answers at once from here on
+        await asyncio.gather(*(kube.request("GET", SLOW) for _ in range(3)))
+        assert kube.connections_opened == 3  # the idle one, and two more for the two others in flight
+    finally:
+        await kube.close()
