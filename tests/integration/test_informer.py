@@ -172,6 +172,10 @@ async def test_a_watch_cut_mid_stream_is_resumed_without_a_relist(cluster: Clust
     )
     task = asyncio.create_task(informer.run())
     try:
+        # Created after the list: seen only through the watch, so the watch is open when it is
+        # seen (created before, it could come from the list, and the watch open after the cut).
+        async with asyncio.timeout(30):
+            await informer.synced.wait()
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod("first"))
 
         async def saw(name: str) -> bool:

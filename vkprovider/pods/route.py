@@ -54,16 +54,23 @@ class Routes:
     def __init__(self, deps: SyncDeps, events: EventRecorder) -> None:
         self._deps = deps
         self._events = events
-        self._capable: dict[str, bool] = {}  #: provider name -> declares ``endpoints``
+        #: provider name -> (the provider object asked, its endpoints source or None)
+        self._capable: dict[str, tuple[Provider, SupportsEndpoints | None]] = {}
 
     async def _endpoints_source(self, name: str) -> SupportsEndpoints | None:
         provider: Provider | None = self._deps.providers.get(name)
-        if provider is None or not isinstance(provider, SupportsEndpoints):
+        if provider is None:
             return None
-        if name not in self._capable:
-            # Capabilities never change during a plugin's life (the proto says so): asked once.
-            self._capable[name] = (await provider.info()).capabilities.endpoints
-        return provider if self._capable[name] else None
+        known = self._capable.get(name)
+        if known is not None and known[0] is provider:
+            return known[1]
+        # Asked once per provider object: capabilities never change during a plugin's life (the
+        # proto says so), and a Protocol isinstance check costs more than the rest of a verdict.
+        source: SupportsEndpoints | None = None
+        if isinstance(provider, SupportsEndpoints) and (await provider.info()).capabilities.endpoints:
+            source = provider
+        self._capable[name] = (provider, source)
+        return source
 
     async def verdict(self, pod: JSON, record: PodRecord, tracked: Tracked) -> RouteVerdict | None:
         """The route to show with this status write; None: leave annotation and condition as

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from vkprovider import eventloop
 from vkprovider.config import load_settings
 from vkprovider.preflight import StartupChecks
 
@@ -243,6 +244,8 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
     config["kube"]["kubeconfig"] = str(kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}"))
     text = run_until(tmp_path, config, "reaching the API server", 1, VKPROVIDER_LOG_JSON="true")
     entries = [json.loads(line) for line in text.splitlines()]
-    first = entries[0]
-    assert first["level"] == "warning" and first["logger"] == "vkprovider.service"
+    loop = "uvloop" if eventloop.uvloop_available() else "asyncio"  # event_loop: auto
+    assert (entries[0]["level"], entries[0]["msg"]) == ("info", f"event loop: {loop}")
+    first = next(entry for entry in entries if entry["logger"] == "vkprovider.service")
+    assert first["level"] == "warning"
     assert "reaching the API server" in first["msg"] and first["ts"].endswith("Z")
