@@ -521,6 +521,10 @@ async def run(args: argparse.Namespace) -> None:
                 "service CPU ms per pod up / down",
                 f"{1000 * (s1['cpu_s'] - s0['cpu_s']) / pods:.2f} / {1000 * (s3['cpu_s'] - s2['cpu_s']) / pods:.2f}",
             ),
+            (
+                "  of it in the kernel (system time), up / down",
+                f"{1000 * (s1['sys_s'] - s0['sys_s']) / pods:.2f} / {1000 * (s3['sys_s'] - s2['sys_s']) / pods:.2f}",
+            ),
             ("service CPU idle, 0 pods / all Running (cores)", f"{idle_cores:.3f} / {running_cores:.3f}"),
             *provider_cpu_rows(s0, s1, s2, s3, pods),
             (

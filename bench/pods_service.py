@@ -178,6 +178,7 @@ async def serve(args: argparse.Namespace) -> None:
             usage = resource.getrusage(resource.RUSAGE_SELF)
             stats = {
                 "cpu_s": times.user + times.system,
+                "sys_s": times.system,  # the kernel's share: sockets (loopback delivery included)
                 "rss_kb": rss,
                 "peak_rss_kb": max(peak, usage.ru_maxrss),
                 "calls": calls_by_kind(kube),
