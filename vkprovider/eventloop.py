@@ -4,7 +4,7 @@ The service spends a large share of its CPU in the event loop itself (scheduling
 socket reads and writes, TLS records): with the standard loop that machinery is Python code.
 uvloop implements the same loop on libuv in compiled code (uvicorn runs on it by default), so
 that machinery costs less with no change to any component: on the pod bench the way down (mostly
-I/O) cost 18–19 % less CPU per pod, the way up (mostly the interpreter) the same; bench/README.md.
+I/O) cost 18 to 19 % less CPU per pod, the way up (mostly the interpreter) the same; bench/README.md.
 
 ``auto`` (the default) uses uvloop where it is installed and the standard loop otherwise, so a
 platform without a uvloop wheel still runs; ``asyncio`` and ``uvloop`` force one (``uvloop``
