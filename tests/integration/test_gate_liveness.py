@@ -170,7 +170,8 @@ async def test_a_killed_gates_taint_is_removed_by_the_node_agent(
             f"gate killed -> taint removed by the node agent after {time.monotonic() - killed:.1f}s "
             f"(signal_timeout_seconds {timeout:g})"
         )
-        (event,) = await node_events(kube, vnode.name, "GateHeartbeatExpired")
+        # the Event is written after the taint is removed, by the recorder's background sender
+        (event,) = await eventually(lambda: node_events(kube, vnode.name, "GateHeartbeatExpired"), timeout=30)
         assert event["type"] == "Warning" and "'standalone-test' stopped renewing" in event["message"]
         taints = [t["key"] for t in await node_taints(kube, vnode.name)]
         assert "virtual-kubelet.io/provider" in taints  # only the gate's taint went
@@ -281,7 +282,7 @@ async def test_removing_the_gate_section_ends_with_the_taint_gone(
         serve = ServeProcess.configured(serve_config(node, cloud.url, None), config, cluster.kubeconfig)
         serve.start()
         await eventually(lambda: _untainted(kube, node), timeout=90)
-        (event,) = await node_events(kube, node, "GateHeartbeatExpired")
+        (event,) = await eventually(lambda: node_events(kube, node, "GateHeartbeatExpired"), timeout=30)
         assert "/serve' stopped renewing" in event["message"]
         assert await serve.stop() == 0
     finally:
