@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from vkprovider import eventloop
 from vkprovider.devcluster import Cluster
 from vkprovider.devcluster.sizing import ControlPlaneSize
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
@@ -588,9 +589,7 @@ def main() -> None:
     )
     parser.add_argument("--raw-pods", type=int, default=0, help="pods of the raw ceiling (default: --pods)")
     parser.add_argument("--profile", default="", help="cProfile the service's measured part into this file")
-    parser.add_argument(
-        "--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="the service's loop"
-    )
+    parser.add_argument("--event-loop", choices=eventloop.CHOICES, default="auto", help="the service's loop")
     asyncio.run(run(parser.parse_args()))
 
 

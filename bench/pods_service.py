@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--status-before-delete", action="store_true", help="pods.status_before_delete")
     parser.add_argument("--max-pods", type=int, default=10_000, help="the node's capacity pods")
     parser.add_argument("--profile", default="", help="write cProfile stats of the measured part here")
-    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
+    parser.add_argument("--event-loop", choices=eventloop.CHOICES, default="auto")
     args = parser.parse_args()
     eventloop.run(serve(args), args.event_loop)
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable, Coroutine
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 T = TypeVar("T")
 
 EventLoopChoice = Literal["auto", "asyncio", "uvloop"]
+#: the choices, for command-line flags
+CHOICES: tuple[str, ...] = get_args(EventLoopChoice)
 
 
 def uvloop_available() -> bool:
