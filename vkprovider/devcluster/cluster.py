@@ -37,6 +37,8 @@ from vkprovider.devcluster.sizing import ControlPlaneSize
 __all__ = ["READY_TIMEOUT_SECONDS", "Cluster", "run_root", "sweep_dead_clusters"]
 
 READY_TIMEOUT_SECONDS = 120.0
+#: kwok start-ups tried before its known start-up race fails the cluster (see _wait_kwok_nodes_ready)
+KWOK_START_ATTEMPTS = 3
 log = logging.getLogger(__name__)
 
 
@@ -184,7 +186,7 @@ class Cluster:
         async with self.http() as client:
             for node in self.gpu_nodes:
                 await kwok.create_node(client, node, gpus_per_node)
-            await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
+            await self._wait_kwok_nodes_ready(client, tc)
             await self._wait(lambda: self._default_sa(client), "default ServiceAccount")
         self.save()
 
@@ -341,6 +343,31 @@ class Cluster:
                 logs = self.workdir / "logs"
                 raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {logs}")
             await asyncio.sleep(0.25)
+
+    async def _wait_kwok_nodes_ready(self, client: httpx.AsyncClient, tc: Toolchain) -> None:
+        """Wait for the kwok nodes, starting kwok again if it died of its known start-up race.
+
+        kwok v0.7.0 (and v0.8.0) builds CEL environments from two goroutines at start-up (its
+        metrics server and its stage controllers) through easycel v0.6.0, whose type-trait cache
+        is a plain global map: now and then the process dies with ``fatal error: concurrent map
+        writes`` before it serves (seen once in CI, 31 tests of one worker lost). Only that
+        signature is retried, a few times, each crash kept as ``kwok.log.crash-<n>``; anything
+        else kwok dies of still fails the start-up with its log."""
+        for attempt in range(1, KWOK_START_ATTEMPTS):
+            try:
+                await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
+                return
+            except StartupError:
+                kwok_proc = self.component("kwok")
+                if kwok_proc.alive() or not kwok.died_of_start_up_race(kwok_proc.log):
+                    raise
+                crashed = kwok_proc.log.with_name(f"kwok.log.crash-{attempt}")
+                kwok_proc.log.rename(crashed)
+                log.warning(
+                    "kwok died of its start-up race (concurrent map writes, %s); starting it again", crashed
+                )
+                await self.start_component("kwok", tc)
+        await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
 
     async def _nodes_ready(self, client: httpx.AsyncClient) -> bool:
         resp = await client.get("/api/v1/nodes", params={"labelSelector": kwok.GPU_POOL_SELECTOR})

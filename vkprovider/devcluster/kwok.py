@@ -164,6 +164,21 @@ def write_pod_stages(workdir: Path) -> Path:
     return path
 
 
+#: What kwok's known start-up race leaves as its last words (easycel's unsynchronised type
+#: cache, written from two goroutines while kwok builds its CEL environments).
+START_UP_RACE_SIGNATURE = "fatal error: concurrent map writes"
+
+
+def died_of_start_up_race(log: Path) -> bool:
+    """True if the kwok log at ``log`` ends in the known start-up race, not another failure."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return False
+    fatal = [line for line in text.splitlines() if line.startswith(("fatal error:", "panic:"))]
+    return bool(fatal) and fatal[-1].strip() == START_UP_RACE_SIGNATURE
+
+
 def args(kubeconfig: Path, server_port: int, config: Path | None = None) -> list[str]:
     extra = [f"--config={config}"] if config is not None else []
     return [

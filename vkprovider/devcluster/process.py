@@ -123,12 +123,24 @@ def ensure_port_free(port: int, component: str) -> None:
             ) from None
 
 
+#: How a Go program's crash starts; the stack under it is often longer than any tail, and the
+#: bottom of a stack (``main.main``) does not say what went wrong.
+_GO_CRASH_PREFIXES = ("panic:", "fatal error:")
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` of a log, led by the header of the last Go crash in it when the tail
+    alone would cut it off (CI once showed only the bottom of kwok's stack)."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return "(no log)"
-    return "\n".join(text[-lines:])
+    tail = text[-lines:]
+    crash_at = max((i for i, line in enumerate(text) if line.startswith(_GO_CRASH_PREFIXES)), default=-1)
+    if crash_at >= 0 and crash_at < len(text) - lines:
+        header = text[crash_at : min(crash_at + 5, len(text) - lines)]
+        return "\n".join([*header, "[…]", *tail])
+    return "\n".join(tail)
 
 
 @dataclass
