@@ -29,7 +29,7 @@ from vkprovider.placement.blocklist import Blocklist
 from vkprovider.placement.config import PlacementConfig
 from vkprovider.placement.health import ProviderHealth
 from vkprovider.placement.ratelimit import RateLimiters
-from vkprovider.placement.retry import transient_retry
+from vkprovider.placement.retry import TransientRetry
 from vkprovider.placement.types import Attempt, PlacementTarget
 
 log = logging.getLogger(__name__)
@@ -139,15 +139,16 @@ class Failover:
     ) -> DeploymentStatus:
         """Deploy with the transient retry policy; ``tries[0]`` counts the calls made."""
         cfg = self._config
-        retrying = transient_retry(
+        policy = TransientRetry(
             cfg.transient_attempts, cfg.transient_backoff_seconds, cfg.transient_max_wait_seconds, self._sleep
         )
-        async for attempt in retrying:
-            with attempt:
-                await self._limiters.acquire(name)
-                tries[0] += 1
-                return await self._call_deploy(name, request)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+        async def once() -> DeploymentStatus:
+            await self._limiters.acquire(name)
+            tries[0] += 1
+            return await self._call_deploy(name, request)
+
+        return await policy.run(once)
 
     async def _call_deploy(self, name: str, request: DeploymentRequest) -> DeploymentStatus:
         try:
