@@ -18,6 +18,8 @@ import importlib.util
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar, get_args
 
+from vkprovider import gcpolicy
+
 T = TypeVar("T")
 
 EventLoopChoice = Literal["auto", "asyncio", "uvloop"]
@@ -43,7 +45,8 @@ def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventL
 
 def run(main: Coroutine[Any, Any, T], choice: EventLoopChoice = "auto") -> T:
     """``asyncio.run`` on the chosen loop (same shutdown: tasks cancelled, async generators and
-    the default executor closed)."""
+    the default executor closed), with the collector settled for a long run (``gcpolicy``)."""
+    gcpolicy.settle_after_start_up()
     with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
         return runner.run(main)
 
