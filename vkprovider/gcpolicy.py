@@ -5,7 +5,7 @@ objects) suit short scripts. A service that decodes a pod per watch event alloca
 lists by the thousand per pod, almost all freed by reference counting at once; the collector
 still runs every 700 allocations, and as the informer's cache grows, CPython's rule (a full
 collection whenever the long-lived objects grew by a quarter) walks the whole cache again and
-again: at 5,000 pods, three full collections of 0.15–0.25 s each, pauses of the event loop.
+again: at 5,000 pods, three full collections of 0.15 to 0.25 s each, pauses of the event loop.
 Almost nothing here is cyclic garbage (about 1,800 objects per 1,000 pods, since the deploy
 retry stopped making ~45 per pod: ``placement.retry``).
 
@@ -22,7 +22,7 @@ Two settings, as large Python services use them (gc.freeze is in the standard li
   everything here, is freed at once as before.
 
 Measured (the collector's own CPU while pods came and went, start-up excluded; bench/README.md,
-"the collector"): 5,000 pods up and down 0.8–0.9 s → 0.19–0.23 s, 1,000 pods 0.04 → 0.02 s;
+"the collector"): 5,000 pods up and down 0.8 to 0.9 s → 0.19 to 0.23 s, 1,000 pods 0.04 → 0.02 s;
 RSS all Running and peak unchanged (175 / 176 MiB at 5,000).
 """
 
