@@ -125,6 +125,24 @@ def provider_cpu_rows(
     return [("fakecloud server CPU ms per pod up / down (own process)", f"{up:.2f} / {down:.2f}")]
 
 
+def gc_collections(s0: dict[str, Any], s1: dict[str, Any], s2: dict[str, Any], s3: dict[str, Any]) -> str:
+    """Collections per generation during the way up and the way down (``CollectorMeter``)."""
+
+    def delta(a: dict[str, Any], b: dict[str, Any]) -> str:
+        return "/".join(
+            str(y - x) for x, y in zip(a["gc"]["collections"], b["gc"]["collections"], strict=True)
+        )
+
+    return f"{delta(s0, s1)} / {delta(s2, s3)}"
+
+
+def gc_cost(s0: dict[str, Any], s1: dict[str, Any], s2: dict[str, Any], s3: dict[str, Any], pods: int) -> str:
+    up = 1000 * (s1["gc"]["cpu_s"] - s0["gc"]["cpu_s"]) / pods
+    down = 1000 * (s3["gc"]["cpu_s"] - s2["gc"]["cpu_s"]) / pods
+    freed = (s1["gc"]["collected"] - s0["gc"]["collected"], s3["gc"]["collected"] - s2["gc"]["collected"])
+    return f"{up:.3f} / {down:.3f} ({freed[0]} / {freed[1]})"
+
+
 def print_counts(title: str, counts: Counter[tuple[str, str, str]], pods: int) -> None:
     print(f"{title}")
     rows = [(k, v) for k, v in sorted(counts.items()) if v > 0 and k[1].split("/")[0] in ("pods", "events")]
@@ -526,6 +544,8 @@ async def run(args: argparse.Namespace) -> None:
                 "  of it in the kernel (system time), up / down",
                 f"{1000 * (s1['sys_s'] - s0['sys_s']) / pods:.2f} / {1000 * (s3['sys_s'] - s2['sys_s']) / pods:.2f}",
             ),
+            ("service cyclic GC up / down: collections young/middle/full", gc_collections(s0, s1, s2, s3)),
+            ("  its CPU ms per pod, up / down (objects it freed)", gc_cost(s0, s1, s2, s3, pods)),
             ("service CPU idle, 0 pods / all Running (cores)", f"{idle_cores:.3f} / {running_cores:.3f}"),
             *provider_cpu_rows(s0, s1, s2, s3, pods),
             (
