@@ -434,6 +434,11 @@ class RealNode:
             # directory there whose pod it does not know (evictPodLogsDirectories), so two nodes
             # on one machine (parallel test workers) deleted each other's logs mid-test.
             "podLogsDir": str(self.workdir / "pod-logs"),
+            # A mounted Secret's or ConfigMap's change reaches the files at the pod's next sync,
+            # every syncFrequency (default 1 m plus jitter): the documented key rotation (the
+            # api_key_file way, docs-verbatim) waited 60-90 s on it. Short-lived dev pods, ten
+            # seconds; the mechanism is the kubelet's own either way.
+            "syncFrequency": "10s",
             "clusterDNS": [self.net.host_ip],  # devcluster.cluster_dns, on the veth's host end
             "clusterDomain": CLUSTER_DOMAIN,
             "evictionHard": {
