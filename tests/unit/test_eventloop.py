@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,14 +11,7 @@ from vkprovider import eventloop
 from vkprovider.config import load_settings
 from vkprovider.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def _restore_gc() -> Iterator[None]:
-    """``eventloop.run`` settles the collector for a long run (``gcpolicy``); not the test's."""
-    threshold = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+pytestmark = pytest.mark.usefixtures("restored_gc")
 
 
 async def _loop_name() -> str:

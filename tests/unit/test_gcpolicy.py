@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
 from vkprovider import eventloop, gcpolicy
 
-
-@pytest.fixture(autouse=True)
-def _restore_gc() -> Iterator[None]:
-    threshold = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+pytestmark = pytest.mark.usefixtures("restored_gc")
 
 
 class Node:
