@@ -17,9 +17,15 @@ denied). It runs with the caller's kubeconfig (``--kubeconfig``, else as kubectl
 ``list``/``get`` on ``certificatesigningrequests``, ``update`` on
 ``certificatesigningrequests/approval``, ``approve`` on ``signers`` named
 ``kubernetes.io/kubelet-serving``, and ``list`` on pods in the service's namespace
-(docs/deploy.md, "The kubelet API"). ``--watch N`` repeats every N seconds.
+(docs/deploy.md, "The kubelet API"). ``--watch N`` repeats every N seconds. ``--wait N`` repeats
+until every running (not terminating) pod of the service has an approved CSR naming its IP, at
+most N seconds: a pod is Ready before its CSR is sure to exist, so one pass right after
+``rollout status`` could miss the last new pod's request and leave the leader without a
+serving certificate (``kubectl logs`` and ``kubectl top`` failing until someone ran it again).
 
-Exit codes: 0 nothing left pending for the node, 1 some CSR was not approved, 2 bad input.
+Exit codes: 0 nothing left pending for the node (with ``--wait``: every running pod of the
+service covered; CSRs it would not approve are still printed), 1 some CSR was not approved (with
+``--wait``: some pod still without a certificate when the time was up), 2 bad input.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import asyncio
 import base64
 import ipaddress
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -71,6 +78,14 @@ def register(subparsers: Any) -> None:
         "--dry-run", action="store_true", help="print what would be approved, approve nothing"
     )
     parser.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="repeat every SECONDS")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="keep approving until every running pod of the service has an approved certificate "
+        "for its IP (a pod that just became Ready may not have asked yet), at most SECONDS",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -151,8 +166,50 @@ async def _pod_ips(kube: Any, namespace: str, selector: str) -> set[str]:
     return ips
 
 
-async def approve_once(kube: Any, args: argparse.Namespace) -> int:
-    """One pass; returns how many of the node's CSRs were left pending."""
+def _approved(csr: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Approved" and c.get("status", "True") == "True"
+        for c in (csr.get("status") or {}).get("conditions") or []
+    )
+
+
+def _san_ips(csr: Mapping[str, Any]) -> set[str]:
+    """The IP addresses a CSR asks for (none if it cannot be read)."""
+    try:
+        pem = base64.b64decode((csr.get("spec") or {}).get("request") or "", validate=True)
+        request = x509.load_pem_x509_csr(pem)
+        sans = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return set()
+    return {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+
+
+async def pods_without_certificate(kube: Any, args: argparse.Namespace) -> list[str]:
+    """The service's running, not terminating pods whose IP no approved CSR of the node names."""
+    csrs = await kube.request("GET", CSR_PATH, query={"labelSelector": f"{LABEL}={args.node}"})
+    covered: set[str] = set()
+    for csr in csrs.get("items") or []:
+        if _approved(csr):
+            covered |= _san_ips(csr)
+    pods = await kube.request(
+        "GET", f"/api/v1/namespaces/{args.pod_namespace}/pods", query={"labelSelector": args.pod_selector}
+    )
+    missing = []
+    for pod in pods.get("items") or []:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if status.get("phase") != "Running" or meta.get("deletionTimestamp"):
+            continue
+        ips = {str(ipaddress.ip_address(p["ip"])) for p in status.get("podIPs") or [] if p.get("ip")}
+        if status.get("podIP"):
+            ips.add(str(ipaddress.ip_address(status["podIP"])))
+        if not ips & covered:
+            missing.append(f"{meta.get('name')} ({', '.join(sorted(ips)) or 'no IP yet'})")
+    return missing
+
+
+async def approve_once(kube: Any, args: argparse.Namespace, reported: set[str] | None = None) -> int:
+    """One pass; returns how many of the node's CSRs were left pending. A CSR left pending is
+    printed once per ``reported`` set (each pass of ``--watch``/``--wait`` would repeat it)."""
     csrs = await kube.request("GET", CSR_PATH, query={"labelSelector": f"{LABEL}={args.node}"})
     pending = [c for c in csrs.get("items") or [] if not _decided(c)]
     if not pending:
@@ -164,7 +221,10 @@ async def approve_once(kube: Any, args: argparse.Namespace) -> int:
         found = problems(csr, node=args.node, requester=args.requester, ips=ips)
         if found:
             left += 1
-            print(f"not approved {name}: " + "; ".join(found))
+            if reported is None or name not in reported:
+                print(f"not approved {name}: " + "; ".join(found))
+            if reported is not None:
+                reported.add(name)
             continue
         if args.dry_run:
             print(f"would approve {name}")
@@ -190,6 +250,8 @@ async def _run(args: argparse.Namespace) -> int:
 
     kube = await KubeClient.connect(args.kubeconfig)
     try:
+        if args.wait > 0:
+            return await _until_covered(kube, args)
         while True:
             left = await approve_once(kube, args)
             if args.watch <= 0:
@@ -199,7 +261,36 @@ async def _run(args: argparse.Namespace) -> int:
         await kube.close()
 
 
+#: seconds between two passes of ``--wait``
+WAIT_PASS_SECONDS = 2.0
+
+
+async def _until_covered(kube: Any, args: argparse.Namespace) -> int:
+    """``--wait``: approve until every running pod of the service holds an approved certificate,
+    or the time is up (exit 1, naming the pods still without one)."""
+    deadline = time.monotonic() + args.wait
+    reported: set[str] = set()
+    while True:
+        await approve_once(kube, args, reported)
+        missing = await pods_without_certificate(kube, args)
+        if not missing:
+            return 0  # what it would not approve was printed; every pod is served
+        if time.monotonic() >= deadline:
+            print(f"after {args.wait:.0f}s, no approved certificate yet for: " + "; ".join(missing))
+            return 1
+        await asyncio.sleep(WAIT_PASS_SECONDS)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.watch > 0 and args.wait > 0:
+        print(
+            "error: --watch and --wait: use one (--watch repeats forever, --wait until covered)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.watch < 0 or args.wait < 0:
+        print("error: --watch/--wait: SECONDS must not be negative", file=sys.stderr)
+        return 2
     for ip in args.ip:
         try:
             ipaddress.ip_address(ip)
