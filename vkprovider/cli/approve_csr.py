@@ -160,9 +160,15 @@ async def _pod_ips(kube: Any, namespace: str, selector: str) -> set[str]:
     for pod in pods.get("items") or []:
         status = pod.get("status") or {}
         if status.get("phase") in ("Pending", "Running"):
-            ips.update(str(p.get("ip")) for p in status.get("podIPs") or [] if p.get("ip"))
-            if status.get("podIP"):
-                ips.add(str(status["podIP"]))
+            ips |= _ips_of(status)
+    return ips
+
+
+def _ips_of(status: Mapping[str, Any]) -> set[str]:
+    """A pod's IPs as its status gives them (``podIPs`` and ``podIP``)."""
+    ips = {str(p.get("ip")) for p in status.get("podIPs") or [] if p.get("ip")}
+    if status.get("podIP"):
+        ips.add(str(status["podIP"]))
     return ips
 
 
@@ -199,9 +205,7 @@ async def pods_without_certificate(kube: Any, args: argparse.Namespace) -> list[
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
         if status.get("phase") != "Running" or meta.get("deletionTimestamp"):
             continue
-        ips = {str(ipaddress.ip_address(p["ip"])) for p in status.get("podIPs") or [] if p.get("ip")}
-        if status.get("podIP"):
-            ips.add(str(ipaddress.ip_address(status["podIP"])))
+        ips = {str(ipaddress.ip_address(ip)) for ip in _ips_of(status)}
         if not ips & covered:
             missing.append(f"{meta.get('name')} ({', '.join(sorted(ips)) or 'no IP yet'})")
     return missing

@@ -353,13 +353,14 @@ class Cluster:
         writes`` before it serves (seen once in CI, 31 tests of one worker lost). Only that
         signature is retried, a few times, each crash kept as ``kwok.log.crash-<n>``; anything
         else kwok dies of still fails the start-up with its log."""
-        for attempt in range(1, KWOK_START_ATTEMPTS):
+        for attempt in range(1, KWOK_START_ATTEMPTS + 1):
             try:
                 await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
                 return
             except StartupError:
                 kwok_proc = self.component("kwok")
-                if kwok_proc.alive() or not kwok.died_of_start_up_race(kwok_proc.log):
+                last = attempt == KWOK_START_ATTEMPTS
+                if last or kwok_proc.alive() or not kwok.died_of_start_up_race(kwok_proc.log):
                     raise
                 crashed = kwok_proc.log.with_name(f"kwok.log.crash-{attempt}")
                 kwok_proc.log.rename(crashed)
@@ -367,7 +368,6 @@ class Cluster:
                     "kwok died of its start-up race (concurrent map writes, %s); starting it again", crashed
                 )
                 await self.start_component("kwok", tc)
-        await self._wait(lambda: self._nodes_ready(client), "kwok nodes Ready")
 
     async def _nodes_ready(self, client: httpx.AsyncClient) -> bool:
         resp = await client.get("/api/v1/nodes", params={"labelSelector": kwok.GPU_POOL_SELECTOR})

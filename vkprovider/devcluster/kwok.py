@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from vkprovider.devcluster.datapath import POD_CIDR
+from vkprovider.devcluster.process import last_go_crash
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_POOL_LABEL = "pool"
@@ -175,8 +176,9 @@ def died_of_start_up_race(log: Path) -> bool:
         text = log.read_text(errors="replace")
     except FileNotFoundError:
         return False
-    fatal = [line for line in text.splitlines() if line.startswith(("fatal error:", "panic:"))]
-    return bool(fatal) and fatal[-1].strip() == START_UP_RACE_SIGNATURE
+    lines = text.splitlines()
+    crash_at = last_go_crash(lines)
+    return crash_at is not None and lines[crash_at].strip() == START_UP_RACE_SIGNATURE
 
 
 def args(kubeconfig: Path, server_port: int, config: Path | None = None) -> list[str]:

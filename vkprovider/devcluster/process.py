@@ -128,6 +128,11 @@ def ensure_port_free(port: int, component: str) -> None:
 _GO_CRASH_PREFIXES = ("panic:", "fatal error:")
 
 
+def last_go_crash(lines: list[str]) -> int | None:
+    """The index of the line that starts the last Go crash in ``lines`` (its header), or None."""
+    return max((i for i, line in enumerate(lines) if line.startswith(_GO_CRASH_PREFIXES)), default=None)
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
     """The last ``lines`` of a log, led by the header of the last Go crash in it when the tail
     alone would cut it off (CI once showed only the bottom of kwok's stack)."""
@@ -136,8 +141,8 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except FileNotFoundError:
         return "(no log)"
     tail = text[-lines:]
-    crash_at = max((i for i, line in enumerate(text) if line.startswith(_GO_CRASH_PREFIXES)), default=-1)
-    if crash_at >= 0 and crash_at < len(text) - lines:
+    crash_at = last_go_crash(text)
+    if crash_at is not None and crash_at < len(text) - lines:
         header = text[crash_at : min(crash_at + 5, len(text) - lines)]
         return "\n".join([*header, "[…]", *tail])
     return "\n".join(tail)
