@@ -13,6 +13,7 @@ own ``apiserver_request_total`` is printed before/after. Prints figures; asserts
     .venv/bin/python bench/bench_pods.py --pods 200 --kube-qps 50 --provider-rate 10 --queue-rate 100
     .venv/bin/python bench/bench_pods.py --pods 1000 --profile /tmp/pods.prof   # cProfile the service
     .venv/bin/python bench/bench_pods.py --pods 10000 --idle-seconds 60 --raw-pods 2000  # bench_10k.py
+    .venv/bin/python bench/bench_pods.py --pods 1000 --service floor   # the least any virtual kubelet does
 
 Above 2,000 pods the control plane gets ``ControlPlaneSize.large()`` (devcluster/sizing.py).
 """
@@ -41,6 +42,8 @@ from vkprovider.devcluster.sizing import ControlPlaneSize
 from vkprovider.kube.client import MERGE_PATCH, KubeClient
 
 NAMESPACE = "bench"
+#: what serves the virtual node: the product, or the floor it is compared with (floor_service.py)
+SERVICES = {"vkprovider": "pods_service.py", "floor": "floor_service.py"}
 CONCURRENCY = 32  #: creates (and raw writes) in flight at once
 _METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -165,7 +168,7 @@ class Service:
     async def start(cls, cluster: Cluster, node: str, args: argparse.Namespace) -> Service:
         command = [
             sys.executable,
-            str(Path(__file__).with_name("pods_service.py")),
+            str(Path(__file__).with_name(SERVICES[args.service])),
             f"--kubeconfig={cluster.kubeconfig}",
             f"--node={node}",
             f"--provider={args.provider}",
@@ -486,7 +489,7 @@ async def run(args: argparse.Namespace) -> None:
         up_calls = sum(s1["calls"].values()) - sum(s0["calls"].values())
         down_calls = sum(s3["calls"].values()) - sum(s2["calls"].values())
         print(
-            f"pods {pods}, provider {args.provider}, workers {args.workers}, kube QPS {args.kube_qps:g} "
+            f"pods {pods}, service {args.service}, provider {args.provider}, workers {args.workers}, kube QPS {args.kube_qps:g} "
             f"(burst {int(2 * args.kube_qps)}), provider rate {args.provider_rate:g}/s, "
             f"queue rate {args.queue_rate:g}/s, status before delete {args.status_before_delete}, "
             f"failed {len(watch.failed)}, Events dropped {s3.get('events_dropped')}, "
@@ -584,6 +587,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--provider", choices=("memory", "fakecloud"), default="memory")
+    parser.add_argument(
+        "--service",
+        choices=tuple(SERVICES),
+        default="vkprovider",
+        help="floor: only the API work any virtual kubelet must do per pod (floor_service.py), to compare",
+    )
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument(
         "--kube-qps", type=float, default=1000.0, help="service API client QPS (config default 50)"
