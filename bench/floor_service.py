@@ -129,7 +129,10 @@ class Floor:
             await self.kube.request(
                 "PATCH",
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                body={"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": running_status(pod)},
+                body={
+                    "metadata": {"resourceVersion": meta["resourceVersion"]},
+                    "status": running_status(pod),
+                },
                 content_type=MERGE_PATCH,
                 decode=False,
             )
@@ -163,7 +166,9 @@ async def serve(args: argparse.Namespace) -> None:
     reader = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    print(json.dumps({"ready": True, "provider_url": None, "loop": eventloop.running_loop_name()}), flush=True)
+    print(
+        json.dumps({"ready": True, "provider_url": None, "loop": eventloop.running_loop_name()}), flush=True
+    )
     while line := (await reader.readline()).decode().strip():
         if line == "stats":
             times = os.times()
