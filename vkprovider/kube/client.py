@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import json
 import logging
 import os
 from collections import Counter
@@ -30,7 +29,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from vkprovider import h1
+from vkprovider import h1, jsoncodec
 from vkprovider.errors import ConfigError
 from vkprovider.kube.errors import KubeError, KubeUnavailable, error_for_status
 from vkprovider.kube.transport import lean_pool, settle_environment
@@ -151,7 +150,7 @@ class KubeClient:
                 # Decoded inside the mapping: a 2xx whose body is not JSON (a proxy's HTML page,
                 # a body cut short) is a transport failure like any other, never a raw
                 # JSONDecodeError escaping to callers that retry on ``KubeError``.
-                return json.loads(raw) if raw and decode else None
+                return jsoncodec.decode(raw) if raw and decode else None
         finally:
             resp.release()
 
@@ -168,7 +167,7 @@ class KubeClient:
             while True:
                 with _transport_errors("WATCH", path):
                     line = await resp.content.readline()
-                    event = json.loads(line) if line.strip() else None
+                    event = jsoncodec.decode(line) if line.strip() else None
                 if not line:
                     return
                 if event is not None:
@@ -218,7 +217,7 @@ class KubeClient:
         if answer.status >= 400:
             raise _error_from_body(answer.status, answer.body)
         with _transport_errors(method, path):
-            return json.loads(answer.body) if answer.body and decode else None
+            return jsoncodec.decode(answer.body) if answer.body and decode else None
 
     async def _send(
         self,
@@ -278,7 +277,7 @@ def _target(path: str, query: Mapping[str, Any] | None) -> str:
 
 def _json_body(body: Any) -> bytes | None:
     """A request body as compact JSON (None: no body)."""
-    return None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    return None if body is None else jsoncodec.encode(body)
 
 
 @functools.lru_cache(maxsize=64)
@@ -294,7 +293,7 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
     except ApiException as exc:
         raise error_for_status(exc.status or 0, str(exc.reason), exc.body) from None
     except (
-        TimeoutError, aiohttp.ClientError, h1.H1Error, OSError, json.JSONDecodeError, UnicodeDecodeError
+        TimeoutError, aiohttp.ClientError, h1.H1Error, OSError, jsoncodec.DecodeError, UnicodeDecodeError
     ) as exc:  # fmt: skip
         # ClientPayloadError, ServerDisconnectedError, ClientConnectionError, a read timeout, or
         # a watch line cut short when the apiserver goes away mid-response.
@@ -336,7 +335,7 @@ def _query_value(value: Any) -> str:
 
 def _error_from_body(status: int, raw: bytes) -> KubeError:
     try:
-        body = json.loads(raw)
+        body = jsoncodec.decode(raw)
         message = str(body.get("message", "")) or raw.decode(errors="replace")
     except (ValueError, AttributeError):
         body, message = None, raw.decode(errors="replace")[:500]
