@@ -97,6 +97,19 @@ def running_status(created: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def write_running(kube: KubeClient, pod: dict[str, Any]) -> None:
+    """``running_status`` in one merge patch of ``pods/status``, guarded by the resourceVersion
+    ``pod`` carries (the write a kubelet makes once its containers run)."""
+    meta = pod["metadata"]
+    await kube.request(
+        "PATCH",
+        f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+        body={"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": running_status(pod)},
+        content_type=MERGE_PATCH,
+        decode=False,
+    )
+
+
 # ---------------------------------------------------------------------- apiserver metrics
 
 
@@ -332,16 +345,7 @@ async def raw_ceiling(admin: KubeClient, pods: int) -> float:
             created = await admin.request(
                 "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(f"raw-{i:05d}", node, "raw")
             )
-            meta = created["metadata"]
-            await admin.request(
-                "PATCH",
-                f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}/status",
-                body={
-                    "metadata": {"resourceVersion": meta["resourceVersion"]},
-                    "status": running_status(created),
-                },
-                content_type=MERGE_PATCH,
-            )
+            await write_running(admin, created)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(pods)))

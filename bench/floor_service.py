@@ -21,46 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import resource
 import sys
 import time
 from typing import Any
 
-from pods_service import CollectorMeter, calls_by_kind, rss_kb
+from bench_pods import write_running
+from pods_service import CollectorMeter, process_stats
 
 from vkprovider import eventloop
-from vkprovider.kube.client import MERGE_PATCH, KubeClient
-
-
-def running_status(pod: dict[str, Any]) -> dict[str, Any]:
-    """Running, ready, the four conditions, one running container per container of the spec."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    conditions = [
-        {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-        for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-    ]
-    containers = [
-        {
-            "name": c["name"],
-            "image": c["image"],
-            "imageID": "",
-            "containerID": f"floor://{c['name']}",
-            "ready": True,
-            "started": True,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": now}},
-        }
-        for c in pod["spec"]["containers"]
-    ]
-    return {
-        "phase": "Running",
-        "hostIP": "127.0.0.1",
-        "podIP": "10.128.0.1",
-        "startTime": now,
-        "conditions": conditions,
-        "containerStatuses": containers,
-    }
+from vkprovider.kube.client import KubeClient
 
 
 def event(pod: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
@@ -124,18 +93,8 @@ class Floor:
         task.add_done_callback(self.in_flight.discard)
 
     async def start(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
         async with self.slots:
-            await self.kube.request(
-                "PATCH",
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                body={
-                    "metadata": {"resourceVersion": meta["resourceVersion"]},
-                    "status": running_status(pod),
-                },
-                content_type=MERGE_PATCH,
-                decode=False,
-            )
+            await write_running(self.kube, pod)
             await self.post_event(pod, "Started", "Running")
 
     async def delete(self, pod: dict[str, Any]) -> None:
@@ -171,19 +130,11 @@ async def serve(args: argparse.Namespace) -> None:
     )
     while line := (await reader.readline()).decode().strip():
         if line == "stats":
-            times = os.times()
-            rss, peak = rss_kb()
-            usage = resource.getrusage(resource.RUSAGE_SELF)
             stats = {
-                "cpu_s": times.user + times.system,
-                "sys_s": times.system,
-                "rss_kb": rss,
-                "peak_rss_kb": max(peak, usage.ru_maxrss),
-                "calls": calls_by_kind(kube),
+                **process_stats(kube),
                 "events_dropped": 0,
                 "events_queued": len(floor.in_flight),
                 "cached_pods": len(floor.started - floor.deleting),
-                "connections_opened": kube.connections_opened,
                 "provider_cpu_s": None,
                 "gc": collector.stats(),
             }

@@ -119,6 +119,22 @@ def calls_by_kind(kube: KubeClient) -> dict[str, int]:
     return {f"{verb} {kind}": n for (verb, kind), n in sorted(kube.calls_by.items())}
 
 
+def process_stats(kube: KubeClient) -> dict[str, Any]:
+    """This process's CPU (user + system, and system apart: sockets, loopback delivery
+    included), RSS now and at peak, and its API calls by verb and resource."""
+    times = os.times()
+    rss, peak = rss_kb()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "cpu_s": times.user + times.system,
+        "sys_s": times.system,
+        "rss_kb": rss,
+        "peak_rss_kb": max(peak, usage.ru_maxrss),
+        "calls": calls_by_kind(kube),
+        "connections_opened": kube.connections_opened,
+    }
+
+
 async def serve(args: argparse.Namespace) -> None:
     kube = await KubeClient.connect(args.kubeconfig, qps=args.kube_qps, burst=int(2 * args.kube_qps))
     if args.provider == "memory":
@@ -175,20 +191,12 @@ async def serve(args: argparse.Namespace) -> None:
             profile.enable()
             print(json.dumps({"profiling": True}), flush=True)
         elif line == "stats":
-            times = os.times()
-            rss, peak = rss_kb()
-            usage = resource.getrusage(resource.RUSAGE_SELF)
             stats = {
-                "cpu_s": times.user + times.system,
-                "sys_s": times.system,  # the kernel's share: sockets (loopback delivery included)
-                "rss_kb": rss,
-                "peak_rss_kb": max(peak, usage.ru_maxrss),
-                "calls": calls_by_kind(kube),
+                **process_stats(kube),
                 "events_dropped": controller.events.dropped,
                 # still to be written in the background (the bench counts a pod's cost once settled)
                 "events_queued": sum(q.qsize() for q in controller.events._queues),
                 "cached_pods": len(controller.informer.cache),
-                "connections_opened": kube.connections_opened,
                 "provider_cpu_s": server.cpu_s() if server is not None else None,
                 "gc": collector.stats(),
             }
