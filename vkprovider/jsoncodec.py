@@ -3,10 +3,10 @@
 Why: every pod's way up and down is JSON at both ends. The apiserver's watch sends each pod in
 full (3 to 5 KB) on every change, two events on the way up and three on the way down, and the
 service writes a status patch and two Events per pod. Timed inside the running service (the CPU
-of each call, 1,000 pods up and down; bench/README.md, *JSON*), ``json.loads`` took 52 µs per
-watch event and ``json.dumps`` 20 µs per request body: 15 to 20 % of the service's CPU per pod,
-the largest share of any one thing it does. msgspec (``msgspec.json``, C, no dependencies)
-decodes the same events in about half the time and encodes bodies several times faster.
+of each call, 1,000 pods up and down; bench/README.md, *JSON, timed where it runs*),
+``json.loads`` took 57 µs per watch event and ``json.dumps`` 21-22 µs per request body: 16-17 %
+of the service's CPU per pod, the largest share of any one thing it does. msgspec
+(``msgspec.json``, C, no dependencies) took 34-41 µs and 6-8 µs for the same calls.
 
 The same JSON either way, with these differences, none of which the Kubernetes API relies on:
 
